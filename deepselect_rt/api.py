@@ -1,0 +1,287 @@
+"""``topk`` and ``get_stride_requirement``: the contract's checks, output allocation, dispatch.
+
+Every rule here comes from ../shared/docs/contract.md (the project's docs/contract.md). Checks
+are plain ``if ... raise`` (they must survive ``python -O``) and all run before any work.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+
+from . import dtypes
+from .errors import BackendUnavailableError
+from .request import NAN_POLICIES, TopkRequest
+from .tensors import TensorView, allocate, current_stream, host_array, view_of
+
+INT32_MAX = 2**31 - 1
+_INT_RANGE = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1)}
+# Row-start alignment (bytes) at which input and outputs take the vectorised path.
+INPUT_ROW_ALIGN = 16
+OUTPUT_ROW_ALIGN = 16
+
+
+def get_stride_requirement() -> tuple[int, int]:
+    """Row-stride alignments, in bytes, at which the fast (16-byte vector) path is taken.
+
+    Returns ``(input_row_stride_bytes, output_row_stride_bytes)``. This is advice, not a
+    precondition: any row stride is accepted and gives the same, exact answer (contract.md).
+    """
+    return INPUT_ROW_ALIGN, OUTPUT_ROW_ALIGN
+
+
+def _flag(value, name: str) -> bool:
+    if not isinstance(value, bool) and type(value).__name__ != "bool_":
+        raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
+    return bool(value)
+
+
+def _integer(value, name: str) -> int:
+    if isinstance(value, bool):
+        raise TypeError(f"{name} must be an integer, got bool")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an integer, got {type(value).__name__}") from None
+
+
+def _index_dtype(value) -> str:
+    try:
+        name = dtypes.canonical(value)
+    except TypeError:
+        name = None
+    if name not in dtypes.INDEX_DTYPES:
+        raise TypeError(f"indices_type must be int32 or int64 (a string, NumPy or framework dtype), got {value!r}")
+    return name
+
+
+def _nan_policy(nan_policy, abort_when_nan_found) -> str:
+    abort = _flag(abort_when_nan_found, "abort_when_nan_found")
+    if nan_policy is None:
+        return "raise" if abort else "sentinel"
+    if nan_policy not in NAN_POLICIES:
+        raise ValueError(f"nan_policy must be one of {', '.join(map(repr, NAN_POLICIES))} or None, got {nan_policy!r}")
+    return nan_policy
+
+
+def _check_input(x: TensorView) -> None:
+    if len(x.shape) != 2:
+        raise ValueError(f"input must be 2-D (rows, width), got shape {x.shape}")
+    if x.dtype not in dtypes.INPUT_DTYPES:
+        raise TypeError(f"input dtype must be bfloat16, float16 or float32, got {x.dtype}")
+    rows, width = x.shape
+    if width > 1 and x.strides[1] != 1:
+        raise ValueError(f"input's last dimension must have stride 1, got strides {x.strides}")
+    if rows > 1 and x.strides[0] < 0:
+        raise ValueError(f"input's row stride must be non-negative, got {x.strides[0]}")
+    if width > INT32_MAX:
+        raise ValueError(f"input width must be at most 2**31 - 1, got {width}")
+    if x.ptr % x.itemsize:
+        raise ValueError(f"input data pointer {x.ptr:#x} is not aligned to its {x.itemsize}-byte elements")
+
+
+def _same_device(view: TensorView, x: TensorView, name: str) -> None:
+    if (view.device_type, view.device_id) != (x.device_type, x.device_id):
+        raise ValueError(f"{name} is on {view.device_type}:{view.device_id} but input is on "
+                         f"{x.device_type}:{x.device_id}; they must be on the same device")
+
+
+def _row_vector(obj, name: str, x: TensorView) -> TensorView | None:
+    if obj is None:
+        return None
+    view = view_of(obj, name=name)
+    if view.dtype not in dtypes.INDEX_DTYPES:
+        raise TypeError(f"{name} must have dtype int32 or int64, got {view.dtype}")
+    if view.shape != (x.shape[0],):
+        raise ValueError(f"{name} must have shape (rows,) = ({x.shape[0]},), got {view.shape}")
+    if x.shape[0] > 1 and view.strides[0] != 1:
+        raise ValueError(f"{name} must be contiguous (stride 1), got stride {view.strides[0]}")
+    _same_device(view, x, name)
+    return view
+
+
+def _check_ranges(begin, end, x: TensorView) -> None:
+    """Host arrays are checked (no sync needed); device ones are clamped by the kernel."""
+    width = x.shape[1]
+    b = host_array(begin) if begin is not None and not begin.is_cuda else None
+    e = host_array(end) if end is not None and not end.is_cuda else None
+    if e is not None and len(e) and (e.min() < 0 or e.max() > width):
+        raise ValueError(f"end must lie in [0, width={width}], got values in [{e.min()}, {e.max()}]")
+    if b is not None and len(b) and b.min() < 0:
+        raise ValueError(f"begin must be >= 0, got minimum {b.min()}")
+    if b is not None and len(b):
+        upper = e if e is not None else width
+        if (b > upper).any():
+            raise ValueError("begin must be <= end in every row (and <= width)")
+
+
+def _check_offsets(offsets, index_dtype: str, x: TensorView) -> None:
+    if offsets is None or offsets.is_cuda or index_dtype != "int32" or x.shape[1] == 0 or x.shape[0] == 0:
+        return
+    o = host_array(offsets)
+    lo, hi = int(o.min()), int(o.max())
+    if hi + x.shape[1] - 1 > INT32_MAX or lo < -(2**31):
+        raise ValueError(f"output_idx_offset in [{lo}, {hi}] with width {x.shape[1]} overflows int32 "
+                         "indices; pass indices_type='int64'")
+
+
+def _span(v: TensorView) -> tuple[int, int]:
+    """Byte range [start, stop) a 2-D view can touch."""
+    if not all(v.shape):
+        return v.ptr, v.ptr
+    last = sum((n - 1) * abs(s) for n, s in zip(v.shape, v.strides))
+    return v.ptr, v.ptr + (last + 1) * v.itemsize
+
+
+def _overlaps(a: TensorView, b: TensorView) -> bool:
+    (a0, a1), (b0, b1) = _span(a), _span(b)
+    return a.device_id == b.device_id and a0 < b1 and b0 < a1
+
+
+def _caller_output(obj, name: str, dtype: str, rows: int, k: int, x: TensorView) -> TensorView:
+    view = view_of(obj, name=name)
+    if view.dtype != dtype:
+        raise TypeError(f"{name} must have dtype {dtype}, got {view.dtype}")
+    if view.shape != (rows, k):
+        raise ValueError(f"{name} must have shape (rows, topk) = ({rows}, {k}), got {view.shape}")
+    _same_device(view, x, name)
+    if k > 1 and view.strides[1] != 1:
+        raise ValueError(f"{name}'s last dimension must have stride 1, got strides {view.strides}")
+    if rows > 1 and k > 0 and view.strides[0] < k:
+        raise ValueError(f"{name}'s rows overlap: row stride {view.strides[0]} < topk {k}")
+    if _overlaps(view, x):
+        raise ValueError(f"{name} must not alias the input")
+    return view
+
+
+def _stream_handle(stream, x: TensorView) -> int:
+    if stream is None:
+        return current_stream(x) if x.is_cuda else 0
+    if isinstance(stream, int) and not isinstance(stream, bool):
+        return stream
+    if hasattr(stream, "__cuda_stream__"):
+        return int(stream.__cuda_stream__()[1])
+    for attr in ("cuda_stream", "ptr", "handle"):
+        if isinstance(getattr(stream, attr, None), int):
+            return getattr(stream, attr)
+    raise TypeError(f"stream must be None, an int handle, or a torch/CuPy stream, got {type(stream).__name__}")
+
+
+def _backend(x: TensorView):
+    if x.device_type == "cpu":
+        from . import host_backend
+
+        return host_backend
+    if x.device_type == "cuda":
+        from .cuda import backend
+
+        return backend
+    if x.device_type == "npu":
+        from .ascend import backend
+
+        return backend
+    raise BackendUnavailableError(f"no backend for tensors on device type {x.device_type!r}; "
+                                  "accepted: cpu (NumPy reference), cuda, npu")
+
+
+def topk(input, topk, sorted=False, begin=None, end=None, indices_type="int64", sorted_index=False,
+         output_idx=None, output_val=None, output_idx_offset=None, idx_oob_fill_value=2**31 - 1,
+         value_oob_fill_value=-math.inf, return_value=True, abort_when_nan_found=True,
+         nan_policy=None, stream=None):
+    """Exact top-k of every row: the ``topk`` largest elements of ``input[i, begin[i]:end[i]]``.
+
+    Argument names and defaults are DeepSeek DeepSelect's ``deep_select.topk``; ``begin``,
+    ``output_val``, ``nan_policy`` and ``stream`` are deepselect-rt's. The full contract is in
+    docs/contract.md.
+
+    Args:
+        input: ``(rows, width)`` bfloat16, float16 or float32; a torch, JAX or CuPy tensor (any
+            ``__dlpack__`` producer) or a NumPy array (CPU reference). Last dimension stride 1;
+            any row stride.
+        topk: k, an integer ``>= 0``; ``k > width`` is allowed (rows are then short).
+        sorted: values descending (ties by ascending index). Otherwise the selected set comes by
+            ascending index.
+        begin, end: optional ``(rows,)`` int32/int64 on the input's device: row i selects from
+            columns ``[begin[i], end[i])`` (defaults 0 and width). Host arrays must satisfy
+            ``0 <= begin <= end <= width``; device arrays are clamped into range.
+        indices_type: "int32" or "int64" (string, NumPy, torch, JAX or CuPy dtype).
+        sorted_index: the selected set by ascending index (the unsorted order too); ``sorted``
+            and ``sorted_index`` together are an error.
+        output_idx, output_val: optional caller buffers ``(rows, topk)`` of the index dtype and
+            the input dtype, last-dimension stride 1, any non-overlapping row stride; exactly
+            ``rows * topk`` elements are written. Returned as the same objects.
+        output_idx_offset: optional ``(rows,)`` int32/int64 added to each valid index of row i
+            (never to fills), computed in the output index type.
+        idx_oob_fill_value, value_oob_fill_value: fills for the slots of short rows
+            (``end - begin < topk``).
+        return_value: when False, values are neither computed nor returned (``None``).
+        abort_when_nan_found: selects ``nan_policy`` when that is None: True gives "raise",
+            False gives "sentinel".
+        nan_policy: "raise" (raise NaNInputError; synchronises), "sentinel" (a NaN row gets
+            0x3F3F3F3F indices and NaN values), "propagate" (NaN ranks above +inf).
+        stream: CUDA stream (int handle, torch or CuPy stream); default the caller framework's
+            current stream on the input's device.
+
+    Returns:
+        ``(values, indices)``: values ``(rows, topk)`` of the input dtype, or None when
+        ``return_value`` is False; indices ``(rows, topk)`` of ``indices_type``. Outputs are
+        objects of the caller's framework on the input's device.
+
+    Raises:
+        TypeError: a wrong type or dtype. ValueError: a wrong shape, range or combination.
+        NaNInputError: NaN in a row under nan_policy="raise".
+        BackendUnavailableError: no backend for the input's device (the message names what is
+        missing).
+    """
+    x = view_of(input, name="input")
+    _check_input(x)
+    rows, width = x.shape
+    k = _integer(topk, "topk")
+    if k < 0:
+        raise ValueError(f"topk must be >= 0, got {k}")
+    sorted_ = _flag(sorted, "sorted")
+    sorted_index_ = _flag(sorted_index, "sorted_index")
+    if sorted_ and sorted_index_:
+        raise ValueError("sorted and sorted_index cannot both be True: choose value order or index order")
+    return_value_ = _flag(return_value, "return_value")
+    index_dtype = _index_dtype(indices_type)
+    policy = _nan_policy(nan_policy, abort_when_nan_found)
+    idx_fill = _integer(idx_oob_fill_value, "idx_oob_fill_value")
+    lo, hi = _INT_RANGE[index_dtype]
+    if not lo <= idx_fill <= hi:
+        raise ValueError(f"idx_oob_fill_value {idx_fill} does not fit {index_dtype}")
+    if not isinstance(value_oob_fill_value, (int, float)) or isinstance(value_oob_fill_value, bool):
+        raise TypeError(f"value_oob_fill_value must be a float, got {type(value_oob_fill_value).__name__}")
+    begin_v = _row_vector(begin, "begin", x)
+    end_v = _row_vector(end, "end", x)
+    offsets_v = _row_vector(output_idx_offset, "output_idx_offset", x)
+    _check_ranges(begin_v, end_v, x)
+    _check_offsets(offsets_v, index_dtype, x)
+    if output_val is not None and not return_value_:
+        raise ValueError("output_val was given but return_value=False: pass one or the other")
+    out_idx = None if output_idx is None else _caller_output(output_idx, "output_idx", index_dtype, rows, k, x)
+    out_val = None if output_val is None else _caller_output(output_val, "output_val", x.dtype, rows, k, x)
+    if out_idx is not None and out_val is not None and _overlaps(out_idx, out_val):
+        raise ValueError("output_idx and output_val must not overlap")
+    stream_handle = _stream_handle(stream, x)
+    backend = _backend(x) if rows and k else None
+
+    idx_alloc = val_alloc = None
+    if out_idx is None:
+        idx_alloc = allocate(x, (rows, k), index_dtype)
+        out_idx = idx_alloc.view
+    if return_value_ and out_val is None:
+        val_alloc = allocate(x, (rows, k), x.dtype)
+        out_val = val_alloc.view
+    if backend is not None:
+        backend.run(TopkRequest(
+            x=x, k=k, begin=begin_v, end=end_v, offsets=offsets_v, index_dtype=index_dtype,
+            sorted=sorted_, sorted_index=sorted_index_, return_value=return_value_, nan_policy=policy,
+            idx_fill=idx_fill, val_fill=float(value_oob_fill_value), out_idx=out_idx, out_val=out_val,
+            stream=stream_handle,
+        ))
+    indices = idx_alloc.result() if idx_alloc is not None else output_idx
+    if not return_value_:
+        return None, indices
+    values = val_alloc.result() if val_alloc is not None else output_val
+    return values, indices

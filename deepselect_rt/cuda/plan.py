@@ -1,0 +1,49 @@
+"""Which kernel, grid and shared memory serve a shape (the dispatch rule of the CUDA backend).
+
+A plan depends only on (dtype, rows, k, device limits), so api-level callers can cache it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..dtypes import ITEMSIZE
+from .variants import STREAM_KMAX, Variant, large_variant, stream_variant
+
+# Bytes of SelectScratch and the step counters beside the candidate buffer in topk_stream.cu's
+# Shared struct (256 + 4 u32, 3 u32, alignment), rounded up.
+_STREAM_SCRATCH_BYTES = 1088
+
+
+@dataclass(frozen=True)
+class DeviceLimits:
+    sm_count: int
+    max_smem_per_block: int  # opt-in maximum of dynamic shared memory per CTA, bytes
+
+
+@dataclass(frozen=True)
+class Plan:
+    variant: Variant
+    grid: int       # CTAs (one per row)
+    threads: int    # threads per CTA
+    smem: int       # dynamic shared memory per CTA, bytes
+
+
+def stream_smem_bytes(dtype: str, kmax: int, threads: int) -> int:
+    """Shared memory of topk_stream.cu: a buffer of 2 * kmax + threads * vector-width composites."""
+    vec = 16 // ITEMSIZE[dtype]
+    return 8 * (2 * kmax + threads * vec) + _STREAM_SCRATCH_BYTES
+
+
+def make_plan(dtype: str, rows: int, k: int, limits: DeviceLimits) -> Plan:
+    """The streaming kernel for the smallest k bucket holding k when its buffer fits the device,
+    otherwise the any-k kernel."""
+    for kmax in STREAM_KMAX:
+        if k <= kmax:
+            v = stream_variant(dtype, kmax)
+            smem = stream_smem_bytes(dtype, kmax, v.threads)
+            if smem <= limits.max_smem_per_block:
+                return Plan(v, rows, v.threads, smem)
+            break
+    v = large_variant(dtype)
+    return Plan(v, rows, v.threads, 0)

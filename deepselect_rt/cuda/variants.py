@@ -1,0 +1,102 @@
+"""The registry of what can be compiled: one variant, one source, one cubin, one entry point.
+
+A variant is a kernel family (a ``kernels_cu/<family>.cu`` file) specialised at compile time by
+preprocessor defines. Runtime flags (sorted, return_value, index type, NaN policy) are kernel
+arguments, not variants, so the set stays small enough to warm up in seconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..dtypes import INPUT_DTYPES
+
+# Compile-time codes of the input dtypes, shared with kernels_cu/common/dtype.cuh.
+DTYPE_CODE = {"float32": 0, "float16": 1, "bfloat16": 2}
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One compilable kernel.
+
+    family: the source file ``kernels_cu/<family>.cu``.
+    dtype: input dtype (canonical name), or "" for dtype-free kernels.
+    kmax: the largest k this variant serves (its shared-memory buffer is sized from it); 0 if
+        the family does not depend on k.
+    threads: threads per CTA (the kernel is compiled with this as its launch bound).
+    extra: further (name, value) defines, sorted, for family-specific tuning.
+    """
+
+    family: str
+    dtype: str = ""
+    kmax: int = 0
+    threads: int = 256
+    extra: tuple = field(default=())
+
+    @property
+    def source(self) -> str:
+        return f"{self.family}.cu"
+
+    @property
+    def entry(self) -> str:
+        parts = [self.family, self.dtype or "any", f"k{self.kmax}", f"t{self.threads}"]
+        parts += [f"{k.lower()}{v}" for k, v in self.extra]
+        return "ds_" + "_".join(parts)
+
+    @property
+    def defines(self) -> dict:
+        d = {"DS_ENTRY": self.entry, "DS_THREADS": str(self.threads), "DS_KMAX": str(self.kmax)}
+        if self.dtype:
+            d["DS_DTYPE"] = str(DTYPE_CODE[self.dtype])
+        d.update({k: str(v) for k, v in self.extra})
+        return d
+
+    def describe(self) -> str:
+        return self.entry
+
+
+PROBE = Variant("probe")
+
+# k buckets of the streaming kernel: each variant sizes its shared buffer for its bucket's top.
+STREAM_KMAX = (256, 512, 1024, 2048, 4096)
+STREAM_THREADS = 512
+LARGE_THREADS = 512
+
+
+def stream_variant(dtype: str, kmax: int) -> Variant:
+    """The one-pass streaming kernel (kernels_cu/topk_stream.cu) for k <= kmax."""
+    return Variant("topk_stream", dtype, kmax, STREAM_THREADS)
+
+
+def large_variant(dtype: str) -> Variant:
+    """The any-k kernel (kernels_cu/topk_large.cu), several reads of the row."""
+    return Variant("topk_large", dtype, 0, LARGE_THREADS)
+
+
+def default_variants() -> list[Variant]:
+    """What ``warmup`` builds: every variant the shipped dispatcher can pick."""
+    out = [PROBE]
+    for dtype in INPUT_DTYPES:
+        out += [stream_variant(dtype, kmax) for kmax in STREAM_KMAX]
+        out.append(large_variant(dtype))
+    return out
+
+
+def all_variants() -> list[Variant]:
+    return default_variants()
+
+
+def filter_variants(variants, *, dtypes=None, ks=None) -> list[Variant]:
+    """Keep the variants of the given input dtypes and serving the given k values."""
+    out = []
+    for v in variants:
+        if dtypes and v.dtype and v.dtype not in dtypes:
+            continue
+        if ks and v.kmax and not any(k <= v.kmax for k in ks):
+            continue
+        out.append(v)
+    return out
+
+
+__all__ = ["Variant", "PROBE", "default_variants", "all_variants", "filter_variants",
+           "DTYPE_CODE", "INPUT_DTYPES"]

@@ -1,0 +1,50 @@
+"""Canonical dtype names and their conversion from strings, NumPy, torch, JAX and CuPy dtypes.
+
+Everything below the API works with the canonical names only ("bfloat16", "float16", "float32",
+"int32", "int64", ...), so no module past ``tensors.py`` needs to know a framework.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+INPUT_DTYPES = ("bfloat16", "float16", "float32")
+INDEX_DTYPES = ("int32", "int64")
+ITEMSIZE = {"bfloat16": 2, "float16": 2, "float32": 4, "int32": 4, "int64": 8, "uint8": 1,
+            "int8": 1, "int16": 2, "uint16": 2, "uint32": 4, "uint64": 8, "float64": 8, "bool": 1}
+
+
+def canonical(dtype) -> str:
+    """Return the canonical name of ``dtype``.
+
+    Accepts a string ("int32", "torch.int32"), a NumPy dtype or scalar type, an ml_dtypes
+    bfloat16, a torch dtype, a JAX dtype (``jnp.int32``) or a CuPy scalar type. Raises
+    ``TypeError`` for anything else.
+    """
+    if isinstance(dtype, str):
+        name = dtype.rsplit(".", 1)[-1].lower()
+    elif type(dtype).__module__.startswith("torch"):
+        name = str(dtype).rsplit(".", 1)[-1]
+    else:
+        try:
+            name = np.dtype(dtype).name
+        except TypeError:
+            inner = getattr(dtype, "dtype", None)
+            if inner is None:
+                raise TypeError(f"not a dtype: {dtype!r}") from None
+            name = np.dtype(inner).name
+    aliases = {"half": "float16", "float": "float32", "bf16": "bfloat16", "int": "int32",
+               "long": "int64", "double": "float64"}
+    name = aliases.get(name, name)
+    if name not in ITEMSIZE:
+        raise TypeError(f"unsupported dtype {dtype!r}")
+    return name
+
+
+def numpy_dtype(name: str) -> np.dtype:
+    """The NumPy dtype for a canonical name (bfloat16 through ml_dtypes)."""
+    if name == "bfloat16":
+        import ml_dtypes
+
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(name)

@@ -1,0 +1,39 @@
+"""A validated top-k call: what every backend receives (built by api.py, consumed by backends).
+
+Everything here is framework-neutral: tensors are TensorViews, dtypes canonical names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .tensors import TensorView
+
+NAN_POLICIES = ("raise", "sentinel", "propagate")
+
+
+@dataclass(frozen=True)
+class TopkRequest:
+    x: TensorView                  # (rows, width) input
+    k: int
+    begin: TensorView | None       # (rows,) int32/int64
+    end: TensorView | None
+    offsets: TensorView | None
+    index_dtype: str               # "int32" | "int64"
+    sorted: bool
+    sorted_index: bool
+    return_value: bool
+    nan_policy: str                # one of NAN_POLICIES
+    idx_fill: int
+    val_fill: float
+    out_idx: TensorView            # (rows, k), written in place
+    out_val: TensorView | None     # (rows, k) or None when values are not returned
+    stream: int                    # CUDA stream handle (0 = legacy default); unused on the host
+
+    @property
+    def rows(self) -> int:
+        return self.x.shape[0]
+
+    @property
+    def width(self) -> int:
+        return self.x.shape[1]

@@ -1,0 +1,91 @@
+// Radix select over the composites in shared memory: find the k largest of buf[0, count) and
+// compact them into buf[0, k). Composites are unique, so the answer is unique.
+#pragma once
+#include "common/keys.cuh"
+#include "warp/scan.cuh"
+
+struct SelectScratch {
+    u32 hist[256];
+    u32 digit, above, bucket, compacted;
+};
+
+// Warp 0 finds the digit holding the remaining-th largest element, scanning bins from the top.
+__device__ __forceinline__ void pick_digit(SelectScratch& s, u32 remaining) {
+    const u32 lane = threadIdx.x & 31;
+    u32 sum = 0;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) sum += s.hist[255 - 8 * lane - j];
+    const u32 incl = warp_inclusive_sum(sum);
+    const u32 excl = incl - sum;
+    if (excl < remaining && remaining <= incl) {
+        u32 cum = excl;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            const u32 b = 255 - 8 * lane - j;
+            const u32 h = s.hist[b];
+            if (cum + h >= remaining) {
+                s.digit = b;
+                s.above = cum;
+                s.bucket = h;
+                break;
+            }
+            cum += h;
+        }
+    }
+}
+
+// Returns a threshold t such that exactly the k selected composites are >= t (k < count).
+template <int NT>
+__device__ u64 radix_select(const u64* buf, u32 count, u32 k, SelectScratch& s) {
+    u64 prefix = 0, mask = 0;
+    u32 remaining = k;
+    for (int shift = DS_COMP_BITS - 8; shift >= 0; shift -= 8) {
+        for (u32 i = threadIdx.x; i < 256; i += NT) s.hist[i] = 0;
+        __syncthreads();
+        for (u32 i = threadIdx.x; i < count; i += NT) {
+            const u64 c = buf[i];
+            if ((c & mask) == prefix) atomicAdd(&s.hist[(u32)(c >> shift) & 255], 1u);
+        }
+        __syncthreads();
+        if (threadIdx.x < 32) pick_digit(s, remaining);
+        __syncthreads();
+        remaining -= s.above;
+        prefix |= (u64)s.digit << shift;
+        mask |= (u64)255 << shift;
+        // Every element of the bucket is selected: the prefix alone separates the k.
+        if (s.bucket == remaining) break;
+    }
+    return prefix;
+}
+
+// Moves the composites >= t of buf[0, count) to buf[0, ...), in place. Chunk c writes below
+// (c + 1) * R * NT and reads at or above it, so one barrier per chunk suffices.
+template <int NT, int R>
+__device__ u32 compact_at_least(u64* buf, u32 count, u64 t, SelectScratch& s) {
+    if (threadIdx.x == 0) s.compacted = 0;
+    __syncthreads();
+    for (u32 base = 0; base < count; base += NT * R) {
+        u64 r[R];
+        u32 keep = 0;
+#pragma unroll
+        for (int j = 0; j < R; ++j) {
+            const u32 i = base + j * NT + threadIdx.x;
+            r[j] = i < count ? buf[i] : 0;
+            if (i < count && r[j] >= t) keep |= 1u << j;
+        }
+        __syncthreads();
+        const u32 n = __popc(keep);
+        if (__any_sync(DS_FULL_MASK, n)) {
+            const u32 incl = warp_inclusive_sum(n);
+            u32 start = 0;
+            if ((threadIdx.x & 31) == 31) start = atomicAdd(&s.compacted, incl);
+            start = __shfl_sync(DS_FULL_MASK, start, 31);
+            u32 pos = start + incl - n;
+#pragma unroll
+            for (int j = 0; j < R; ++j)
+                if (keep >> j & 1) buf[pos++] = r[j];
+        }
+    }
+    __syncthreads();
+    return s.compacted;
+}

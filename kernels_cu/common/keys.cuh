@@ -1,0 +1,39 @@
+// Order-preserving keys and the (key, column) composite that makes every element unique.
+//
+// key: unsigned, ordered like the contract's total order (-inf < ... < -0.0 < +0.0 < ... < +inf),
+// with every NaN mapped to the largest key (so NaN ranks above +inf and NaNs tie: "propagate").
+// composite: key in the high 32 bits, ~column in the low 32 bits, so a larger composite means a
+// larger key or, for equal keys, a LOWER column. Columns are < 2**31, hence every composite of a
+// real element is >= 2**31 and 0 is free to mean "nothing" (padding, the initial threshold).
+#pragma once
+#include "common/dtype.cuh"
+
+#define DS_SIGN_BIT ((u32)1 << (DS_ELEM_BITS - 1))
+#define DS_KEY_MASK ((u32)(((u64)1 << DS_ELEM_BITS) - 1))
+#define DS_KEY_NAN DS_KEY_MASK
+
+__device__ __forceinline__ u32 key_of(bits_t b) {
+    if (is_nan_bits(b)) return DS_KEY_NAN;
+    u32 x = (u32)b;
+    return (x & DS_SIGN_BIT) ? (~x & DS_KEY_MASK) : (x | DS_SIGN_BIT);
+}
+
+// Inverse of key_of for non-NaN keys (a NaN's payload is lost: callers gather NaN values).
+__device__ __forceinline__ bits_t bits_of_key(u32 key) {
+    return (bits_t)((key & DS_SIGN_BIT) ? (key ^ DS_SIGN_BIT) : (~key & DS_KEY_MASK));
+}
+
+__device__ __forceinline__ u64 make_comp(u32 key, u32 col) { return ((u64)key << 32) | (u32)~col; }
+__device__ __forceinline__ u32 comp_col(u64 c) { return ~(u32)c; }
+__device__ __forceinline__ u32 comp_key(u64 c) { return (u32)(c >> 32); }
+
+// A float at or below every element whose composite reaches threshold `thr`: a cheap first test
+// `!(f < floor)` that lets through every possible winner and every NaN (NaN compares false).
+__device__ __forceinline__ float threshold_floor(u64 thr) {
+    u32 key = comp_key(thr);
+    if (thr == 0 || key == DS_KEY_NAN) return __int_as_float(0xff800000);  // -inf: test everything
+    return to_float(bits_of_key(key));
+}
+
+// Highest bit position (plus one) a composite can use: key bits above the 32 column bits.
+#define DS_COMP_BITS (32 + DS_ELEM_BITS)

@@ -1,0 +1,44 @@
+// The kernel argument block, shared by every top-k family and packed by
+// deepselect_rt/cuda/launch.py. Every field is 8 bytes so the layout has no padding.
+#pragma once
+#include "common/types.cuh"
+
+struct Params {
+    const void* x;          // input, element [0, 0]
+    i64 row_stride;         // input row stride, elements
+    i64 rows;
+    i64 width;
+    i64 k;
+    const void* begin;      // (rows,) int32/int64 or null (0)
+    const void* end;        // (rows,) int32/int64 or null (width)
+    const void* offsets;    // (rows,) int32/int64 or null
+    void* out_idx;          // (rows, k), int32/int64
+    i64 idx_row_stride;     // elements
+    void* out_val;          // (rows, k) input dtype, or null when values are not returned
+    i64 val_row_stride;     // elements
+    i64 flags;              // DS_F_* below
+    i64 idx_fill;
+    u64 val_fill_bits;      // the fill value's bit pattern in the input dtype
+    u8* nan_flags;          // (rows,) set to 1 for rows holding NaN, or null
+};
+
+#define DS_F_SORTED 1
+#define DS_F_IDX64 2
+#define DS_F_BEGIN64 4
+#define DS_F_END64 8
+#define DS_F_OFF64 16
+#define DS_F_VALUES 32
+#define DS_F_NAN_SENTINEL 64
+
+__device__ __forceinline__ i64 load_i64(const void* p, bool wide, i64 i) {
+    return wide ? ((const i64*)p)[i] : (i64)((const int*)p)[i];
+}
+
+// The row's column range [lo, hi), clamped into 0 <= lo <= hi <= width (contract: values that
+// could not be checked on the host are clamped, never read out of bounds).
+__device__ __forceinline__ void row_range(const Params& p, i64 row, i64& lo, i64& hi) {
+    hi = p.end ? load_i64(p.end, p.flags & DS_F_END64, row) : p.width;
+    hi = hi < 0 ? 0 : (hi > p.width ? p.width : hi);
+    lo = p.begin ? load_i64(p.begin, p.flags & DS_F_BEGIN64, row) : 0;
+    lo = lo < 0 ? 0 : (lo > hi ? hi : lo);
+}

@@ -1,0 +1,73 @@
+"""Shared pieces of the GPU tests: device tensors from NumPy, and the exact comparison with the
+NumPy reference (the oracle)."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import deepselect_rt
+from deepselect_rt import reference
+from deepselect_rt.errors import NaNInputError
+
+DTYPES = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
+
+
+def torch_cuda():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    return torch
+
+
+def to_device(arr: np.ndarray):
+    """A CUDA torch tensor with the same bits as ``arr`` (bfloat16 moved as int16 bits)."""
+    torch = torch_cuda()
+    if arr.dtype == ml_dtypes.bfloat16:
+        return torch.from_numpy(np.ascontiguousarray(arr).view(np.int16)).cuda().view(torch.bfloat16)
+    return torch.from_numpy(np.ascontiguousarray(arr)).cuda()
+
+
+def to_host(t) -> np.ndarray:
+    torch = torch_cuda()
+    if t.dtype == torch.bfloat16:
+        return t.view(torch.int16).cpu().numpy().view(ml_dtypes.bfloat16)
+    return t.cpu().numpy()
+
+
+def bits(a: np.ndarray) -> np.ndarray:
+    return a.view(np.uint16 if a.dtype.itemsize == 2 else np.uint32)
+
+
+def assert_same(got, want, what: str) -> None:
+    got_v, got_i = got
+    want_v, want_i = want
+    np.testing.assert_array_equal(got_i, want_i, err_msg=f"indices differ: {what}")
+    if want_v is None:
+        assert got_v is None, what
+    else:
+        np.testing.assert_array_equal(bits(got_v), bits(want_v), err_msg=f"values differ: {what}")
+
+
+def run_both(x: np.ndarray, k: int, **kw):
+    """topk on the GPU (torch tensors) and on the reference; returns (gpu, ref) as NumPy."""
+    dev_kw = {key: (to_device(v) if isinstance(v, np.ndarray) else v) for key, v in kw.items()}
+    vals, idx = deepselect_rt.topk(to_device(x), k, **dev_kw)
+    got = (None if vals is None else to_host(vals), to_host(idx))
+    ref_kw = {key: v for key, v in kw.items() if key not in ("abort_when_nan_found",)}
+    policy = ref_kw.pop("nan_policy", None) or ("raise" if kw.get("abort_when_nan_found", True) else "sentinel")
+    rename = {"output_idx_offset": "offsets", "indices_type": "index_dtype", "idx_oob_fill_value": "idx_fill",
+              "value_oob_fill_value": "val_fill"}
+    ref_kw = {rename.get(key, key): v for key, v in ref_kw.items()}
+    want = reference.topk(x, k, nan_policy=policy, **ref_kw)
+    return got, want
+
+
+def check(x: np.ndarray, k: int, **kw) -> None:
+    got, want = run_both(x, k, **kw)
+    assert_same(got, want, f"shape={x.shape} dtype={x.dtype} k={k} {sorted(kw)}")
+
+
+__all__ = ["DTYPES", "torch_cuda", "to_device", "to_host", "check", "run_both", "assert_same", "bits",
+           "NaNInputError"]

@@ -1,0 +1,199 @@
+"""The CUDA kernels against the NumPy reference, bit for bit (issue 4's grid, sampled).
+
+Run on a GPU machine: ``pytest -m gpu``. Skips without CUDA.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+import deepselect_rt
+from deepselect_rt import distributions
+from gpu_helpers import DTYPES, NaNInputError, assert_same, bits, check, to_device, to_host, torch_cuda
+
+pytestmark = pytest.mark.gpu
+
+FLAGS = [dict(sorted=False), dict(sorted=True), dict(sorted_index=True)]
+
+
+@pytest.mark.parametrize("dtype", list(DTYPES))
+@pytest.mark.parametrize("index", ["int32", "int64"])
+@pytest.mark.parametrize("flags", FLAGS, ids=["unsorted", "sorted", "sorted_index"])
+@pytest.mark.parametrize("return_value", [True, False])
+@pytest.mark.parametrize("k", [100, 513, 5000])
+def test_flag_grid(dtype, index, flags, return_value, k):
+    x = distributions.make("normal", 7, 20000, dtype, seed=k)
+    check(x, k, indices_type=index, return_value=return_value, **flags)
+
+
+def _shape_grid():
+    rows = [1, 7, 131, 132, 133, 512, 4096]
+    ks = [1, 2, 100, 512, 513, 1024, 2048, 4096, 5000]
+    rng = np.random.default_rng(7)
+    out = []
+    for r, k in itertools.product(rows, ks):
+        widths = [1, 2, max(k - 1, 1), k, k + 1, 1000, 16385, 129280, 131072, 1048576, 3000017]
+        w = widths[rng.integers(len(widths))]
+        if r * w > 40_000_000:  # keep the oracle's time bounded
+            w = max(1, 40_000_000 // r)
+        out.append((r, w, k))
+    return out
+
+
+@pytest.mark.parametrize("rows,width,k", _shape_grid())
+def test_shape_grid(rows, width, k):
+    dtype = ["bfloat16", "float32", "float16"][(rows + k) % 3]
+    x = distributions.make("normal", rows, width, dtype, seed=rows * 31 + k)
+    check(x, k, sorted=bool(k % 2), indices_type="int32")
+
+
+@pytest.mark.parametrize("width", [1, 2, 511, 512, 513, 1000, 16385, 131072, 1048576, 3000017])
+@pytest.mark.parametrize("k", [512, 2048])
+def test_widths_bf16(width, k):
+    x = distributions.make("normal", 3, width, "bfloat16", seed=width)
+    check(x, k, indices_type="int32", return_value=False, nan_policy="sentinel")
+
+
+@pytest.mark.parametrize("name", distributions.NAMES)
+@pytest.mark.parametrize("dtype", list(DTYPES))
+@pytest.mark.parametrize("k", [1, 512, 2048, 4096])
+def test_distributions(name, dtype, k):
+    x = distributions.make(name, 4, 70001, dtype, seed=3)
+    check(x, k, sorted=True)
+    check(x, k)
+
+
+@pytest.mark.parametrize("dtype", list(DTYPES))
+def test_begin_end_and_offsets(dtype):
+    rng = np.random.default_rng(11)
+    rows, width, k = 133, 50000, 512
+    x = distributions.make("normal", rows, width, dtype, seed=5)
+    end = rng.integers(0, width + 1, rows).astype(np.int32)
+    end[:4] = [0, width, k, k + 1]
+    begin = (rng.random(rows) * end).astype(np.int32)
+    begin[:4] = [0, 0, 0, 1]
+    offsets = rng.integers(-(2**31) + width, 2**31 - width, rows).astype(np.int32)
+    for index in ("int32", "int64"):
+        check(x, k, begin=begin, end=end, output_idx_offset=offsets, indices_type=index)
+        check(x, k, begin=begin.astype(np.int64), end=end.astype(np.int64), sorted=True,
+              output_idx_offset=offsets.astype(np.int64), indices_type=index, idx_oob_fill_value=-1,
+              value_oob_fill_value=0.0)
+
+
+def test_int64_offset_no_overflow():
+    x = distributions.make("normal", 2, 3000, "float32")
+    offsets = np.array([2**31 - 1, 2**40], np.int64)
+    check(x, 10, output_idx_offset=offsets, indices_type="int64")
+
+
+def test_device_begin_end_out_of_range_clamped():
+    torch = torch_cuda()
+    x = distributions.make("normal", 3, 1000, "float32")
+    begin = np.array([-5, 10, 990], np.int64)
+    end = np.array([2000, 5, 1000], np.int64)
+    vals, idx = deepselect_rt.topk(to_device(x), 16, begin=to_device(begin), end=to_device(end))
+    want = deepselect_rt.topk(x, 16, begin=np.array([0, 5, 990]), end=np.array([1000, 5, 1000]))
+    np.testing.assert_array_equal(to_host(idx), want[1])
+
+
+@pytest.mark.parametrize("dtype", list(DTYPES))
+@pytest.mark.parametrize("where", ["first", "last", "random", "past_end"])
+def test_nan_policies(dtype, where):
+    rows, width, k = 6, 9000, 512
+    x = distributions.make("normal", rows, width, dtype, seed=1)
+    end = np.full(rows, width - 10, np.int32)
+    pos = {"first": 0, "last": width - 11, "random": 4321, "past_end": width - 5}[where]
+    x[1, pos] = np.nan
+    x[4, pos] = -np.float32(np.nan)
+    for policy in ("sentinel", "propagate"):
+        check(x, k, end=end, nan_policy=policy)
+        check(x, k, end=end, nan_policy=policy, sorted=True, indices_type="int32")
+    if where == "past_end":
+        check(x, k, end=end, nan_policy="raise")
+    else:
+        with pytest.raises(NaNInputError) as info:
+            deepselect_rt.topk(to_device(x), k, end=to_device(end))
+        assert info.value.rows == [1, 4]
+
+
+def test_nan_payloads_propagate():
+    x = distributions.make("normal", 2, 5000, "float32")
+    payloads = np.array([0x7FC00001, 0xFFC00123, 0x7F800001], np.uint32).view(np.float32)
+    x[0, [10, 20, 30]] = payloads
+    check(x, 8, nan_policy="propagate")
+    check(x, 8, nan_policy="propagate", sorted=True)
+
+
+def test_deterministic_and_batch_independent():
+    x = distributions.make("few_distinct", 64, 100000, "bfloat16", seed=2)
+    dev = to_device(x)
+    a = [to_host(t) for t in deepselect_rt.topk(dev, 2048)]
+    b = [to_host(t) for t in deepselect_rt.topk(dev, 2048)]
+    np.testing.assert_array_equal(bits(a[0]), bits(b[0]))
+    np.testing.assert_array_equal(a[1], b[1])
+    for r in (0, 17, 63):
+        single = [to_host(t) for t in deepselect_rt.topk(dev[r:r + 1], 2048)]
+        np.testing.assert_array_equal(single[1][0], a[1][r])
+
+
+@pytest.mark.parametrize("return_value", [True, False])
+def test_caller_buffers_canaries(return_value):
+    torch = torch_cuda()
+    rows, k = 9, 300
+    x = distributions.make("normal", rows, 40000, "float16", seed=4)
+    idx_buf = torch.full((rows, k + 5), -7, dtype=torch.int64, device="cuda")
+    val_buf = torch.full((rows, k + 5), 3.0, dtype=torch.float16, device="cuda")
+    vals, idx = deepselect_rt.topk(to_device(x), k, sorted=True, output_idx=idx_buf[:, :k],
+                                   output_val=val_buf[:, :k] if return_value else None,
+                                   return_value=return_value)
+    want = deepselect_rt.topk(x, k, sorted=True, return_value=return_value)
+    np.testing.assert_array_equal(to_host(idx_buf[:, :k]), want[1])
+    assert (to_host(idx_buf[:, k:]) == -7).all()
+    if return_value:
+        np.testing.assert_array_equal(to_host(val_buf[:, :k]), want[0])
+    assert (to_host(val_buf[:, k:]) == 3.0).all()
+
+
+@pytest.mark.parametrize("dtype", list(DTYPES))
+def test_unaligned_rows(dtype):
+    torch = torch_cuda()
+    x = distributions.make("normal", 5, 30001, dtype, seed=8)
+    dev = to_device(x)
+    for shift in (1, 3, 7):
+        view = dev[:, shift:]
+        got = deepselect_rt.topk(view, 700, sorted=True)
+        want = deepselect_rt.topk(np.ascontiguousarray(x[:, shift:]), 700, sorted=True)
+        assert_same([to_host(t) for t in got], want, f"shift {shift}")
+
+
+def test_more_than_2_31_elements():
+    torch = torch_cuda()
+    rows, width, k = 2050, 1 << 20, 512
+    dev = torch.randn(rows, width, device="cuda", dtype=torch.bfloat16)
+    vals, idx = deepselect_rt.topk(dev, k, sorted=True)
+    for r in (0, rows - 2, rows - 1):
+        host = to_host(dev[r:r + 1])
+        want = deepselect_rt.topk(host, k, sorted=True)
+        np.testing.assert_array_equal(to_host(idx[r:r + 1]), want[1])
+
+
+def test_real_fixtures(fixtures_dir):
+    import json
+
+    import ml_dtypes
+
+    meta = json.loads((fixtures_dir / "indexer_scores.json").read_text())
+    bf = np.load(fixtures_dir / "indexer_scores_bf16.npy").view(ml_dtypes.bfloat16)
+    fp = np.load(fixtures_dir / "indexer_scores_fp32.npy")
+    end = np.array([r["end"] for r in meta["rows"]], np.int32)
+    for x in (bf, fp):
+        for k in (512, 1024, 2048):
+            check(x, k, end=end, indices_type="int32", return_value=False, nan_policy="sentinel")
+            check(x, k, end=end, sorted=True)
+    logits = np.load(fixtures_dir / "sampler_logits_fp32.npy")
+    for k in (1, 50, 512, 4096):
+        check(logits, k, sorted=True)
+        check(logits, k)
