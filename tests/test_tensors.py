@@ -164,7 +164,7 @@ def test_torch_allocate(torch):
 
 def test_cpu_stream_is_zero(torch):
     assert current_stream(view_of(torch.zeros(2))) == 0
-    assert current_stream(view_of(np.zeros(2))) == 0
+    assert current_stream(view_of(np.zeros(2, np.float32))) == 0
 
 
 # --- JAX -------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from ..request import TopkRequest
 from ..tensors import allocate
 from . import launch, module
 from .context import on_device
-from .driver_errors import check
+from .module import check
 from .plan import DeviceLimits, Plan, make_plan
 
 _plans: dict[tuple, Plan] = {}
@@ -22,8 +22,8 @@ _STATIC_SMEM_LIMIT = 48 * 1024
 
 
 def _limits(device: int) -> DeviceLimits:
-    attrs = module.device_attributes(device)
-    return DeviceLimits(sm_count=attrs.sm_count, max_smem_per_block=attrs.max_smem_per_block_optin)
+    info = module.device_info(device)
+    return DeviceLimits(sm_count=info.sm_count, max_smem_per_block=info.max_shared_memory_per_block_optin)
 
 
 def _plan(device: int, dtype: str, rows: int, k: int) -> Plan:

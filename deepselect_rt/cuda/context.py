@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from contextlib import contextmanager
 
-from .driver_errors import check
+from .module import check
 
 _lock = threading.Lock()
 _primary: dict[int, object] = {}

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# One call on the GPU machine: GPU tests, a memcheck/racecheck subset, and the benchmark.
+# Usage (device tool): bash tools/device_check.sh [quick|full] ; results under $OUT.
+set -u
+mode=${1:-quick}
+python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl 2>/dev/null
+export PYTHONPATH=$PWD:/tmp/site PYTHONUNBUFFERED=1
+export DEEPSELECT_RT_FIXTURES=$PWD/.carry/fixtures
+export DEEPSELECT_RT_CACHE_DIR=/tmp/ds-cache
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
+git rev-parse --short HEAD 2>/dev/null | tee -a "$OUT/gpu.txt"
+
+python3 -m pytest -m gpu -q --maxfail=8 --tb=short -p no:cacheprovider ${PYTEST_ARGS:-tests/test_gpu_topk.py} 2>&1 | tee "$OUT/pytest_gpu.log" | tail -25
+
+if [ "$mode" = full ]; then
+  compute-sanitizer --tool memcheck --error-exitcode 9 python3 tools/sanitize_subset.py 2>&1 | tail -5 | tee "$OUT/memcheck.log"
+  compute-sanitizer --tool racecheck --error-exitcode 9 python3 tools/sanitize_subset.py 2>&1 | tail -5 | tee "$OUT/racecheck.log"
+fi
+python3 tools/bench.py --${mode} --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log" | tail -60

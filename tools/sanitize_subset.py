@@ -1,0 +1,19 @@
+"""A small, representative set of top-k calls for compute-sanitizer (memcheck / racecheck):
+every kernel family, every dtype, unaligned rows, short rows, begin/end, NaN, caller buffers."""
+
+import numpy as np
+import torch
+
+import deepselect_rt
+
+for dt in (torch.float32, torch.float16, torch.bfloat16):
+    x = torch.randn(3, 20011, device="cuda").to(dt)
+    x[1, 77] = float("nan")
+    end = torch.tensor([20011, 300, 0], dtype=torch.int32, device="cuda")
+    for k in (1, 512, 2048, 5000):
+        deepselect_rt.topk(x, k, end=end, nan_policy="sentinel")
+        deepselect_rt.topk(x[:, 1:], k, sorted=True, nan_policy="propagate", indices_type="int32")
+        buf = torch.zeros(3, k + 3, dtype=torch.int64, device="cuda")
+        deepselect_rt.topk(x, k, output_idx=buf[:, :k], return_value=False, nan_policy="sentinel")
+torch.cuda.synchronize()
+print("sanitize subset done", np.__version__)
