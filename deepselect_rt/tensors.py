@@ -33,7 +33,8 @@ _JAX_HOST_ALIGN = 64
 # eq=False: comparing views would compare the caller objects (torch's == is elementwise).
 @dataclass(frozen=True, slots=True, eq=False)
 class TensorView:
-    """A framework-neutral description of a strided tensor; holds no framework types.
+    """A framework-neutral description of a strided tensor (plain values; only ``obj`` and
+    ``keepalive`` hold framework objects, opaque to everything below the API).
 
     ``ptr`` is the byte address of element ``[0, 0, ...]`` (data + byte offset); ``strides``
     are in elements (may be zero or negative); ``dtype`` is a name from ``ACCEPTED_DTYPES``;

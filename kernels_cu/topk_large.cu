@@ -39,9 +39,10 @@ __device__ u64 select_global(const bits_t* xrow, u32 lo, u32 n, u32 k, Shared& s
     for (int shift = DS_COMP_BITS - 8; shift >= 0; shift -= 8) {
         for (u32 i = threadIdx.x; i < 256; i += NT) sh.sel.hist[i] = 0;
         __syncthreads();
-        for (u32 i = threadIdx.x; i < n; i += NT) {
-            const u64 c = comp_at(xrow, lo + i);
-            if ((c & mask) == prefix) atomicAdd(&sh.sel.hist[(u32)(c >> shift) & 255], 1u);
+        const u32 padded = (n + 31) & ~31u;
+        for (u32 i = threadIdx.x; i < padded; i += NT) {
+            const u64 c = i < n ? comp_at(xrow, lo + i) : 0;
+            warp_hist_add(sh.sel.hist, (u32)(c >> shift) & 255, i < n && (c & mask) == prefix);
         }
         __syncthreads();
         if (threadIdx.x < 32) pick_digit(sh.sel, remaining);
@@ -49,7 +50,7 @@ __device__ u64 select_global(const bits_t* xrow, u32 lo, u32 n, u32 k, Shared& s
         remaining -= sh.sel.above;
         prefix |= (u64)sh.sel.digit << shift;
         mask |= (u64)255 << shift;
-        if (sh.sel.bucket == remaining) break;
+        if (sh.sel.bucket == remaining) break;  // the prefix alone separates the k
     }
     return prefix;
 }

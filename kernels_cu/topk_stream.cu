@@ -18,10 +18,17 @@
 #ifndef DS_LOADS
 #define DS_LOADS 4
 #endif
+// CTAs per SM the register budget must allow (latency hiding across CTAs).
+#ifndef DS_MIN_CTAS
+#define DS_MIN_CTAS 2
+#endif
 
 constexpr int NT = DS_THREADS;
 constexpr int SUB = NT * DS_VEC;              // elements appended at most per substep
-constexpr int CAP = 2 * DS_KMAX + SUB;        // candidate buffer entries
+// Free entries between selects: each select costs a few passes over the buffer, so the room
+// sets how often they happen (deepselect_rt/cuda/plan.py mirrors this size).
+constexpr int ROOM = 4096;
+constexpr int CAP = 2 * DS_KMAX + ROOM + SUB;  // candidate buffer entries
 
 struct Shared {
     u64 buf[CAP];
@@ -55,15 +62,27 @@ __device__ __forceinline__ u32 visit_stride(u32 n) {
     }
 }
 
-// Keeps the k best of the buffer when the next substep could overflow it; returns T.
-__device__ __forceinline__ u64 maybe_select(Shared& sh, StepCounter& cnt, u32 k, u64 thr) {
-    if (cnt.base <= (u32)(CAP - SUB)) return thr;
-    const u64 t = radix_select<NT>(sh.buf, cnt.base, k, sh.sel);
-    cnt.base = compact_at_least<NT, 4>(sh.buf, cnt.base, t, sh.sel);
-    return t;
+// While streaming, a select may keep up to ROOM / 4 extra candidates: a looser threshold
+// costs a few more appends but saves the radix passes over the column bits.
+constexpr u32 STREAM_SLACK = ROOM / 4;
+
+// Keeps the best of the buffer when the next substep could overflow it; updates T and its floor.
+__device__ __forceinline__ void maybe_select(Shared& sh, StepCounter& cnt, u32 k, u64& thr, float& floor) {
+    if (cnt.base <= (u32)(CAP - SUB)) return;
+    thr = radix_select<NT>(sh.buf, cnt.base, k, STREAM_SLACK, sh.sel);
+    cnt.base = compact_at_least<NT, 4>(sh.buf, cnt.base, thr, sh.sel);
+    floor = threshold_floor(thr);
 }
 
-extern "C" __global__ void __launch_bounds__(DS_THREADS) DS_ENTRY(const Params p) {
+__device__ __forceinline__ void load_block(Vec (&v)[DS_LOADS], const uint4* vrow, u32 v0, u32 nvec) {
+#pragma unroll
+    for (int u = 0; u < DS_LOADS; ++u) {
+        const u32 vi = v0 + u * NT + threadIdx.x;
+        if (vi < nvec) v[u].v = __ldcs(vrow + vi);
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(DS_THREADS, DS_MIN_CTAS) DS_ENTRY(const Params p) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     Shared& sh = *reinterpret_cast<Shared*>(smem_raw);
     const i64 row = blockIdx.x;
@@ -106,31 +125,33 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS) DS_ENTRY(const Params p
     const u32 per_block = DS_LOADS * NT;
     const u32 nblocks = (nvec + per_block - 1) / per_block;
     const u32 stride = nblocks > 1 ? visit_stride(nblocks) : 1;
+    float floor = threshold_floor(thr);
+    // Double-buffered: the next block's loads are in flight while this one is filtered.
+    Vec cur[DS_LOADS], nxt[DS_LOADS];
     u32 blk = 0;
-    for (u32 j = 0; j < nblocks; ++j, blk = (blk + stride) % nblocks) {
-        const u32 v0 = blk * per_block;
-        Vec v[DS_LOADS];
+    if (nblocks) load_block(cur, vrow, 0, nvec);
+    for (u32 j = 0; j < nblocks; ++j) {
+        const u32 next = (blk + stride) % nblocks;
+        if (j + 1 < nblocks) load_block(nxt, vrow, next * per_block, nvec);
 #pragma unroll
         for (int u = 0; u < DS_LOADS; ++u) {
-            const u32 vi = v0 + u * NT + threadIdx.x;
-            if (vi < nvec) v[u].v = __ldcs(vrow + vi);
-        }
-#pragma unroll
-        for (int u = 0; u < DS_LOADS; ++u) {
-            const u32 vi = v0 + u * NT + threadIdx.x;
+            const u32 vi = blk * per_block + u * NT + threadIdx.x;
             const u32 col0 = body + vi * DS_VEC;
-            const u32 pass = vi < nvec ? filter(v[u], col0, thr, threshold_floor(thr)) : 0;
+            const u32 pass = vi < nvec ? filter(cur[u], col0, thr, floor) : 0;
             cnt.prepare();
-            warp_append<DS_VEC>(v[u].b, col0, pass, sh.buf, cnt.base, cnt.current());
+            warp_append<DS_VEC>(cur[u].b, col0, pass, sh.buf, cnt.base, cnt.current());
             __syncthreads();
             cnt.finish();
-            thr = maybe_select(sh, cnt, k, thr);
+            maybe_select(sh, cnt, k, thr, floor);
         }
+#pragma unroll
+        for (int u = 0; u < DS_LOADS; ++u) cur[u] = nxt[u];
+        blk = next;
     }
 
     u32 m = cnt.base;
     if (m > k) {
-        const u64 t = radix_select<NT>(sh.buf, m, k, sh.sel);
+        const u64 t = radix_select<NT>(sh.buf, m, k, 0, sh.sel);
         m = compact_at_least<NT, 4>(sh.buf, m, t, sh.sel);
     }
     // NaN ranks above everything, so the row holds NaN iff a NaN key was selected.

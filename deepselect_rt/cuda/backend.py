@@ -55,12 +55,12 @@ def _raise_on_nan(req: TopkRequest, plan: Plan, kernel) -> None:
     if status != driver.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_NONE:
         raise ValueError("nan_policy='raise' must synchronise and cannot run under CUDA-graph capture; "
                          "pass nan_policy='sentinel' or 'propagate'")
-    flags = allocate(req.x, (req.rows,), "uint8")
-    check(driver.cuMemsetD8Async(flags.view.ptr, 0, req.rows, req.stream), "cuMemsetD8Async")
+    flags = allocate(req.x, (req.rows,), "int32")
+    check(driver.cuMemsetD32Async(flags.view.ptr, 0, req.rows, req.stream), "cuMemsetD32Async")
     launch.launch(kernel, plan.grid, plan.threads, plan.smem, req.stream, launch.pack(req, flags.view.ptr))
-    host = np.empty(req.rows, np.uint8)
+    host = np.empty(req.rows, np.int32)
     check(driver.cuStreamSynchronize(req.stream), "cuStreamSynchronize")
-    check(driver.cuMemcpyDtoH(host.ctypes.data, flags.view.ptr, req.rows), "cuMemcpyDtoH")
+    check(driver.cuMemcpyDtoH(host.ctypes.data, flags.view.ptr, host.nbytes), "cuMemcpyDtoH")
     if host.any():
         raise NaNInputError(np.flatnonzero(host).tolist())
 

@@ -163,7 +163,11 @@ def normalise_arch(arch: str) -> str:
             raise ValueError(f"unsupported GPU architecture {arch!r}; use one of "
                              f"{', '.join(SUPPORTED_ARCHS)}")
         return name
-    return arch_for_compute_capability(major, minor)
+    try:
+        return arch_for_compute_capability(major, minor)
+    except ValueError:
+        raise ValueError(f"unsupported GPU architecture {arch!r} (compute capability "
+                         f"{major}.{minor}); use one of {', '.join(SUPPORTED_ARCHS)}") from None
 
 
 @functools.lru_cache(maxsize=1)

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from ..dtypes import ITEMSIZE
 from .variants import STREAM_KMAX, Variant, large_variant, stream_variant
 
+# Free candidate entries between selects (ROOM in topk_stream.cu).
+_STREAM_ROOM = 4096
 # Bytes of SelectScratch and the step counters beside the candidate buffer in topk_stream.cu's
 # Shared struct (256 + 4 u32, 3 u32, alignment), rounded up.
 _STREAM_SCRATCH_BYTES = 1088
@@ -30,9 +32,10 @@ class Plan:
 
 
 def stream_smem_bytes(dtype: str, kmax: int, threads: int) -> int:
-    """Shared memory of topk_stream.cu: a buffer of 2 * kmax + threads * vector-width composites."""
+    """Shared memory of topk_stream.cu: a buffer of 2 * kmax + room + threads * vector-width
+    composites (8 bytes each), and the select scratch."""
     vec = 16 // ITEMSIZE[dtype]
-    return 8 * (2 * kmax + threads * vec) + _STREAM_SCRATCH_BYTES
+    return 8 * (2 * kmax + _STREAM_ROOM + threads * vec) + _STREAM_SCRATCH_BYTES
 
 
 def make_plan(dtype: str, rows: int, k: int, limits: DeviceLimits) -> Plan:

@@ -34,17 +34,29 @@ __device__ __forceinline__ void pick_digit(SelectScratch& s, u32 remaining) {
     }
 }
 
-// Returns a threshold t such that exactly the k selected composites are >= t (k < count).
+// Adds 1 to hist[bin] for every lane with `active`; lanes sharing a bin add once together, which
+// keeps the shared atomics uncontended when values cluster (ties, narrow dtypes).
+__device__ __forceinline__ void warp_hist_add(u32* hist, u32 bin, bool active) {
+    const u32 lanes = __ballot_sync(DS_FULL_MASK, active);
+    if (!active) return;
+    const u32 peers = __match_any_sync(lanes, bin);
+    if ((threadIdx.x & 31) == __ffs(peers) - 1) atomicAdd(&hist[bin], (u32)__popc(peers));
+}
+
+// Returns a threshold t such that the composites >= t are the k largest plus at most `slack`
+// more (k < count). slack = 0 selects exactly k; a streaming pass may stop a digit early
+// because it only needs a valid, not the tightest, threshold.
 template <int NT>
-__device__ u64 radix_select(const u64* buf, u32 count, u32 k, SelectScratch& s) {
+__device__ u64 radix_select(const u64* buf, u32 count, u32 k, u32 slack, SelectScratch& s) {
     u64 prefix = 0, mask = 0;
     u32 remaining = k;
     for (int shift = DS_COMP_BITS - 8; shift >= 0; shift -= 8) {
         for (u32 i = threadIdx.x; i < 256; i += NT) s.hist[i] = 0;
         __syncthreads();
-        for (u32 i = threadIdx.x; i < count; i += NT) {
-            const u64 c = buf[i];
-            if ((c & mask) == prefix) atomicAdd(&s.hist[(u32)(c >> shift) & 255], 1u);
+        const u32 padded = (count + 31) & ~31u;  // whole warps for the warp-level adds
+        for (u32 i = threadIdx.x; i < padded; i += NT) {
+            const u64 c = i < count ? buf[i] : 0;
+            warp_hist_add(s.hist, (u32)(c >> shift) & 255, i < count && (c & mask) == prefix);
         }
         __syncthreads();
         if (threadIdx.x < 32) pick_digit(s, remaining);
@@ -52,8 +64,8 @@ __device__ u64 radix_select(const u64* buf, u32 count, u32 k, SelectScratch& s) 
         remaining -= s.above;
         prefix |= (u64)s.digit << shift;
         mask |= (u64)255 << shift;
-        // Every element of the bucket is selected: the prefix alone separates the k.
-        if (s.bucket == remaining) break;
+        // Keeping the whole bucket keeps k + (bucket - remaining) elements.
+        if (s.bucket - remaining <= slack) break;
     }
     return prefix;
 }

@@ -19,7 +19,7 @@ struct Params {
     i64 flags;              // DS_F_* below
     i64 idx_fill;
     u64 val_fill_bits;      // the fill value's bit pattern in the input dtype
-    u8* nan_flags;          // (rows,) set to 1 for rows holding NaN, or null
+    int* nan_flags;         // (rows,) set to 1 for rows holding NaN, or null
 };
 
 #define DS_F_SORTED 1

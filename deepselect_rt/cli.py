@@ -1,0 +1,305 @@
+"""``deepselect-rt``: the command line (info, warmup, cache; more subcommands plug in).
+
+Each subcommand is a ``register(subparsers)`` function that adds its parser and sets
+``handler=fn`` with ``fn(args, out: Console, err: Console) -> int`` (the exit code). To add one,
+write those two functions in your own module and list ``"module:register"`` in ``COMMANDS``;
+heavy imports belong inside the handler so that ``--help`` stays fast.
+
+Exit codes: 0 success, 1 the work failed (a compile error, a bad cache entry, no GPU or NVRTC),
+2 bad usage (an unknown arch, dtype or size).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import time
+
+COMMANDS = (
+    "deepselect_rt.cli:register_info",
+    "deepselect_rt.cli:register_warmup",
+    "deepselect_rt.cli:register_cache",
+)
+
+
+# -- info ---------------------------------------------------------------------------------------
+
+def register_info(subparsers) -> None:
+    p = subparsers.add_parser("info", help="backend, devices, NVRTC and the kernel cache")
+    p.set_defaults(handler=_info)
+
+
+def _info(args, out, err) -> int:
+    from rich.table import Table
+
+    from . import config
+    from .cache import default_cache
+    from .cache_key import package_version
+    from .cuda import module, nvrtc
+    from .cuda.variants import default_variants
+    from .errors import BackendUnavailableError
+
+    out.print(f"[bold]deepselect-rt[/] {package_version()}")
+    devices, why_not = module.probe()
+    out.print(f"backend: {'cuda' if devices else 'none'}" + ("" if devices else f" ({why_not})"),
+              markup=False)
+    if devices:
+        table = Table("device", "name", "capability", "arch", "SMs", "smem/block (opt-in)",
+                      "clusters", title="CUDA devices")
+        for d in devices:
+            table.add_row(str(d.ordinal), d.name, "%d.%d" % d.compute_capability,
+                          d.arch or "unsupported", str(d.sm_count),
+                          config.format_size(d.max_shared_memory_per_block_optin),
+                          "yes" if d.cluster_launch else "no")
+        out.print(table)
+
+    try:
+        version = ".".join(map(str, nvrtc.nvrtc_version()))
+        path, found_via = nvrtc.nvrtc_library()
+        out.print(f"NVRTC: {version} ({path}, found via {found_via})", markup=False)
+        have_nvrtc = True
+    except BackendUnavailableError as exc:
+        out.print(f"NVRTC: not installed ({exc})", markup=False)
+        have_nvrtc = False
+    headers = nvrtc.cuda_header_dir() if have_nvrtc else None
+    out.print("CUDA headers: " + (f"{headers.path} (CUDART_VERSION {headers.version})"
+                                  if headers else "not found (only needed by kernels that "
+                                                  "include <cuda_fp16.h> / <cuda_bf16.h>)"),
+              markup=False)
+
+    cache = default_cache()
+    entries = cache.list_entries()
+    table = Table("layer", "path", "writable", "entries", "size", title="kernel cache")
+    for layer in cache.layers():
+        mine = [e for e in entries if e.layer == layer]
+        table.add_row(layer.kind, str(layer.path), "yes" if layer.writable else "no",
+                      str(len(mine)), config.format_size(sum(e.disk_bytes for e in mine)),
+                      )
+    table.columns[1].overflow = "fold"
+    out.print(table)
+
+    archs = list(dict.fromkeys(d.arch for d in devices if d.arch)) or \
+        sorted({e.arch for e in entries})
+    if not archs:
+        out.print("cached default variants: none (run `deepselect-rt warmup`)")
+        return 0
+    if not have_nvrtc:
+        out.print("cached default variants: unknown (cache keys need the NVRTC version)")
+        return 0
+    table = Table("variant", *archs, title="default variants cached "
+                  + ("for this machine's devices" if devices else "(archs present in the cache)"))
+    for variant in default_variants():
+        cells = []
+        for arch in archs:
+            found = cache.lookup(variant, arch)
+            cells.append(_layer_name(cache, found.path) if found else "-")
+        table.add_row(variant.entry, *cells)
+    out.print(table)
+    return 0
+
+
+def _layer_name(cache, path) -> str:
+    for layer in cache.layers():
+        if path is not None and layer.path in path.parents:
+            return layer.kind
+    return "memory"
+
+
+# -- warmup -------------------------------------------------------------------------------------
+
+def register_warmup(subparsers) -> None:
+    p = subparsers.add_parser(
+        "warmup", help="compile the kernel set ahead of time",
+        description="Compile the default kernel variants with NVRTC into the cache. With --arch "
+                    "no GPU or driver is needed; without it the visible GPUs' archs are used.")
+    p.add_argument("--arch", help="comma-separated archs, e.g. sm_90a,sm_100a (or 9.0, native)")
+    p.add_argument("--dtype", action="append", metavar="DTYPE",
+                   help="only variants for these input dtypes (comma-separated or repeated)")
+    p.add_argument("--k", action="append", metavar="K",
+                   help="only variants serving these k values (comma-separated or repeated)")
+    p.add_argument("--jobs", type=int, default=None,
+                   help="parallel compiler processes (default: CPU count)")
+    p.add_argument("--into", metavar="DIR",
+                   help="fill DIR as a cache root (e.g. the wheel's cache/ folder)")
+    p.set_defaults(handler=_warmup)
+
+
+def _split(values) -> list[str]:
+    return [part.strip() for value in values or () for part in value.split(",") if part.strip()]
+
+
+def _warmup(args, out, err) -> int:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.markup import escape
+    from rich.table import Table
+
+    from . import config, warmup
+    from .cuda.variants import INPUT_DTYPES
+
+    dtypes = _split(args.dtype)
+    for d in dtypes:
+        if d not in INPUT_DTYPES:
+            raise ValueError(f"--dtype {d!r}: use one of {', '.join(INPUT_DTYPES)}")
+    try:
+        ks = [int(k) for k in _split(args.k)]
+    except ValueError:
+        raise ValueError(f"--k {args.k}: expected integers") from None
+    if any(k < 1 for k in ks):
+        raise ValueError(f"--k {ks}: k must be >= 1")
+    if args.jobs is not None and args.jobs < 1:
+        raise ValueError(f"--jobs {args.jobs}: must be >= 1")
+
+    archs = warmup.resolve_archs(args.arch)
+    tasks = warmup.plan(archs, dtypes=dtypes or None, ks=ks or None)
+    if not tasks:
+        raise ValueError("no kernel variant matches --dtype/--k")
+    root = warmup.check_target(args.into)
+    err.print(f"warming up {len(tasks)} kernel(s) for {', '.join(archs)} into {root}",
+              markup=False)
+
+    start = time.perf_counter()
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TimeElapsedColumn())
+    with Progress(*columns, console=err, transient=True) as progress:
+        bar = progress.add_task("compiling", total=len(tasks))
+
+        def done(outcome) -> None:
+            progress.update(bar, advance=1,
+                            description=f"{outcome.task.variant.entry} {outcome.task.arch}")
+
+        outcomes = warmup.run(tasks, jobs=args.jobs, into=args.into, on_done=done)
+    elapsed = time.perf_counter() - start
+
+    table = Table("variant", "arch", "result", "compile s", "size", title="warmup")
+    for o in outcomes:
+        table.add_row(o.task.variant.entry, o.task.arch, o.origin,
+                      f"{o.seconds:.2f}" if o.origin == "compiled" else "-",
+                      config.format_size(o.size) if o.size else "-")
+    out.print(table)
+    failed = [o for o in outcomes if o.failed]
+    compiled = sum(o.origin == "compiled" for o in outcomes)
+    out.print(f"{compiled} compiled, {len(outcomes) - compiled - len(failed)} already cached, "
+              f"{len(failed)} failed in {elapsed:.1f} s")
+    for o in failed:
+        err.print(f"[red]error[/]: {o.task.variant.entry} for {o.task.arch}: {escape(o.error)}",
+                  highlight=False)
+        if o.log:
+            err.print(o.log, markup=False, highlight=False)
+    return 1 if failed else 0
+
+
+# -- cache --------------------------------------------------------------------------------------
+
+def register_cache(subparsers) -> None:
+    p = subparsers.add_parser("cache", help="list, verify, clear or prune the kernel cache")
+    sub = p.add_subparsers(dest="cache_command", metavar="{list,verify,clear,prune}")
+    sub.required = True
+    sub.add_parser("list", help="entries of every cache layer").set_defaults(handler=_cache_list)
+    verify = sub.add_parser("verify", help="re-hash every entry; exit 1 if any is bad")
+    verify.add_argument("--fix", action="store_true",
+                        help="delete bad entries from the writable cache (rebuilt on next use)")
+    verify.set_defaults(handler=_cache_verify)
+    sub.add_parser("clear", help="delete every entry of the writable cache").set_defaults(
+        handler=_cache_clear)
+    prune = sub.add_parser("prune", help="shrink the writable cache, least recently used first")
+    prune.add_argument("--max-size", required=True, metavar="SIZE",
+                       help="size to shrink to, e.g. 500M or 2G")
+    prune.set_defaults(handler=_cache_prune)
+
+
+def _cache_list(args, out, err) -> int:
+    from rich.table import Table
+
+    from . import config
+    from .cache import default_cache
+
+    cache = default_cache()
+    entries = cache.list_entries()
+    table = Table("layer", "arch", "variant", "size", "last used", "key",
+                  title=f"{len(entries)} cached kernel(s)")
+    for e in sorted(entries, key=lambda e: (e.layer.kind, e.arch, e.entry)):
+        table.add_row(e.layer.kind, e.arch, e.entry, config.format_size(e.size),
+                      time.strftime("%Y-%m-%d %H:%M", time.localtime(e.last_used)), e.key[:12])
+    out.print(table)
+    for layer in cache.layers():
+        out.print(f"{layer.kind}: {layer.path}" + ("" if layer.writable or layer.kind != "user"
+                                                   else " (not writable)"), markup=False)
+    return 0
+
+
+def _cache_verify(args, out, err) -> int:
+    from rich.markup import escape
+
+    from .cache import default_cache
+
+    checked, problems = default_cache().verify(fix=args.fix)
+    for p in problems:
+        out.print(f"[red]bad[/] {escape(str(p.path))}: {escape(p.reason)}", highlight=False)
+    verdict = "all intact" if not problems else f"{len(problems)} problem(s)"
+    fixed = " (bad files in the writable cache deleted)" if args.fix and problems else ""
+    out.print(f"checked {checked} entr{'y' if checked == 1 else 'ies'}: {verdict}{fixed}")
+    return 1 if problems else 0
+
+
+def _cache_clear(args, out, err) -> int:
+    from . import config
+    from .cache import default_cache
+
+    cache = default_cache()
+    removed = cache.clear()
+    out.print(f"removed {removed.entries} entr{'y' if removed.entries == 1 else 'ies'} "
+              f"({config.format_size(removed.freed_bytes)}) from {cache.root}", markup=False)
+    return 0
+
+
+def _cache_prune(args, out, err) -> int:
+    from . import config
+    from .cache import default_cache
+
+    limit = config.parse_size(args.max_size, what="--max-size")
+    removed = default_cache().prune(limit)
+    out.print(f"removed {removed.entries} entr{'y' if removed.entries == 1 else 'ies'}, freed "
+              f"{config.format_size(removed.freed_bytes)}; "
+              f"{config.format_size(removed.remaining_bytes)} left (limit {config.format_size(limit)})")
+    return 0
+
+
+# -- entry point --------------------------------------------------------------------------------
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser with every subcommand of ``COMMANDS`` registered."""
+    parser = argparse.ArgumentParser(
+        prog="deepselect-rt", description="Exact top-k kernels compiled at run time with NVRTC.")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    subparsers.required = True
+    for spec in COMMANDS:
+        module_name, function = spec.split(":")
+        getattr(importlib.import_module(module_name), function)(subparsers)
+    return parser
+
+
+def main(argv=None) -> int:
+    """Run the command line; returns the exit code (see the module docstring)."""
+    from rich.console import Console
+    from rich.markup import escape
+
+    from .errors import BackendUnavailableError, CompileError
+
+    args = build_parser().parse_args(argv)
+    # Piped output gets wide lines: a log or a test wants whole kernel names and paths, not the
+    # 80-column ellipses rich gives a non-terminal.
+    out = Console() if sys.stdout.isatty() else Console(width=200)
+    err = Console(stderr=True) if sys.stderr.isatty() else Console(stderr=True, width=200)
+    try:
+        return args.handler(args, out, err)
+    except ValueError as exc:
+        err.print(f"[red]error[/]: {escape(str(exc))}", highlight=False)
+        return 2
+    except (BackendUnavailableError, CompileError, OSError) as exc:
+        err.print(f"[red]error[/]: {escape(str(exc))}", highlight=False)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,175 @@
+"""`deepselect-rt info / warmup / cache` on a CPU-only machine, against a private tmp cache."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("cuda.bindings.nvrtc", reason="needs the cu13 extra (cuda-bindings, NVRTC)")
+
+from deepselect_rt import cli, config, resources, warmup  # noqa: E402
+from deepselect_rt.cache import KernelCache, compile_count  # noqa: E402
+from deepselect_rt.cuda import module  # noqa: E402
+from deepselect_rt.cuda.variants import PROBE, Variant, default_variants  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+V2 = Variant("probe", threads=128)
+
+
+@pytest.fixture(autouse=True)
+def cache_env(tmp_path, monkeypatch):
+    root = tmp_path / "cache"
+    monkeypatch.setenv(config.ENV_CACHE_DIR, str(root))
+    for name in (config.ENV_CACHE_PATH, config.ENV_CACHE_MAX_BYTES):
+        monkeypatch.delenv(name, raising=False)
+    return root
+
+
+def run_cli(*args, **env) -> subprocess.CompletedProcess:
+    full = {k: v for k, v in os.environ.items()}
+    full["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), full.get("PYTHONPATH")]))
+    full.update(env)
+    return subprocess.run([sys.executable, "-m", "deepselect_rt.cli", *args], env=full,
+                          capture_output=True, text=True, timeout=600)
+
+
+def main(capsys, *args) -> tuple[int, str, str]:
+    rc = cli.main(list(args))
+    captured = capsys.readouterr()
+    return rc, captured.out, captured.err
+
+
+def test_info_runs_without_gpu(cache_env):
+    result = run_cli("info")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "backend: " in out and "NVRTC: " in out and "kernel cache" in out
+    assert str(cache_env) in out
+    if not module.probe()[0]:
+        assert "backend: none" in out
+
+
+def test_info_shows_cached_variants(capsys, cache_env):
+    KernelCache().resolve(PROBE, "sm_90a")
+    rc, out, _ = main(capsys, "info")
+    assert rc == 0
+    assert PROBE.entry in out and "sm_90a" in out and "user" in out
+
+
+def test_cache_commands(capsys, cache_env):
+    cache = KernelCache()
+    cache.resolve(PROBE, "sm_90a")
+    bad = cache.resolve(V2, "sm_80").path
+
+    rc, out, _ = main(capsys, "cache", "list")
+    assert rc == 0 and "2 cached kernel(s)" in out
+    assert PROBE.entry in out and V2.entry in out and "sm_80" in out
+
+    rc, out, _ = main(capsys, "cache", "verify")
+    assert rc == 0 and "checked 2 entries: all intact" in out
+
+    bad.write_bytes(bad.read_bytes()[:100])
+    rc, out, _ = main(capsys, "cache", "verify")
+    assert rc == 1 and "truncated" in out and bad.name[:12] in out
+    rc, out, _ = main(capsys, "cache", "verify", "--fix")
+    assert rc == 1 and "deleted" in out
+    rc, out, _ = main(capsys, "cache", "verify")
+    assert rc == 0 and "checked 1 entry: all intact" in out
+
+    rc, out, _ = main(capsys, "cache", "prune", "--max-size", "1G")
+    assert rc == 0 and "removed 0 entries" in out
+    rc, out, _ = main(capsys, "cache", "prune", "--max-size", "1")
+    assert rc == 0 and "removed 1 entry" in out
+    KernelCache().resolve(PROBE, "sm_90a")
+    rc, out, _ = main(capsys, "cache", "clear")
+    assert rc == 0 and "removed 1 entry" in out
+    assert KernelCache().list_entries() == []
+
+
+@pytest.mark.parametrize("args, message", [
+    (("warmup", "--arch", "sm_99"), "unsupported GPU architecture 'sm_99'"),
+    (("warmup", "--arch", "sm_100f"), "unsupported GPU architecture 'sm_100f'"),
+    (("warmup", "--arch", "hopper"), "unknown GPU architecture 'hopper'"),
+    (("warmup", "--arch", "sm_90a", "--dtype", "float64"), "--dtype 'float64'"),
+    (("warmup", "--arch", "sm_90a", "--k", "many"), "expected integers"),
+    (("warmup", "--arch", "sm_90a", "--jobs", "0"), "--jobs 0"),
+    (("cache", "prune", "--max-size", "lots"), "--max-size: cannot parse 'lots'"),
+])
+def test_bad_usage_exits_2_with_a_clear_error(capsys, args, message):
+    rc, _, err = main(capsys, *args)
+    assert rc == 2
+    assert message in err
+
+
+def test_warmup_without_arch_needs_a_gpu(capsys):
+    if module.probe()[0]:
+        pytest.skip("a GPU is visible: warmup without --arch would use it")
+    rc, _, err = main(capsys, "warmup")
+    assert rc == 1 and "pass --arch" in err
+
+
+def test_warmup_into_unwritable_target_fails(capsys, tmp_path):
+    target = tmp_path / "a-file"
+    target.write_text("")
+    rc, _, err = main(capsys, "warmup", "--arch", "sm_80", "--into", str(target))
+    assert rc == 1 and "not writable" in err
+
+
+def test_warmup_failure_prints_the_nvrtc_log(capsys, tmp_path, monkeypatch):
+    broken = tmp_path / "kernels_cu"
+    shutil.copytree(resources.cuda_source_dir(), broken)
+    (broken / "probe.cu").write_text('extern "C" __global__ void DS_ENTRY() { undefined_name; }\n')
+    monkeypatch.setattr(resources, "cuda_source_dir", lambda: broken)
+    monkeypatch.setattr(warmup, "default_variants", lambda: [PROBE, V2])
+    rc, out, err = main(capsys, "warmup", "--arch", "sm_80", "--jobs", "1")
+    assert rc == 1
+    assert "2 failed" in out
+    assert "undefined_name" in err and "error" in err and PROBE.entry in err
+
+
+def test_warmup_filters(capsys, monkeypatch):
+    seen = []
+    monkeypatch.setattr(warmup, "run", lambda tasks, **kw: seen.extend(tasks) or [])
+    rc, _, _ = main(capsys, "warmup", "--arch", "sm_90a,9.0,sm_80", "--dtype", "float32",
+                    "--k", "1000")
+    assert rc == 0
+    assert {t.arch for t in seen} == {"sm_90a", "sm_80"}
+    assert seen and all(t.variant.dtype in ("", "float32") for t in seen)
+    assert all(t.variant.kmax == 0 or t.variant.kmax >= 1000 for t in seen)
+
+
+def test_warmup_into_then_cache_path_compiles_nothing(tmp_path, monkeypatch):
+    baked = tmp_path / "baked"
+    result = run_cli("warmup", "--arch", "sm_90a", "--into", str(baked))
+    assert result.returncode == 0, result.stdout + result.stderr
+    variants = default_variants()
+    for v in variants:
+        assert v.entry in result.stdout
+    assert f"{len(variants)} compiled" in result.stdout
+
+    monkeypatch.setenv(config.ENV_CACHE_PATH, str(baked))
+    monkeypatch.setenv(config.ENV_CACHE_DIR, str(tmp_path / "empty"))
+    before = compile_count()
+    cache = KernelCache()
+    for v in variants:
+        found = cache.resolve(v, "sm_90a")
+        assert found.origin == "disk" and found.path.is_relative_to(baked)
+    assert compile_count() == before and cache.compiles == 0
+
+    # A second warmup into the same folder finds everything already there.
+    again = run_cli("warmup", "--arch", "sm_90a", "--into", str(baked), "--jobs", "1")
+    assert again.returncode == 0 and f"0 compiled, {len(variants)} already cached" in again.stdout
+
+
+def test_every_command_is_registered():
+    help_text = cli.build_parser().format_help()
+    for name in ("info", "warmup", "cache"):
+        assert name in help_text
+    for spec in cli.COMMANDS:  # "module:function" strings: other modules add theirs
+        module_name, function = spec.split(":")
+        assert callable(getattr(__import__(module_name, fromlist=[function]), function))
