@@ -32,7 +32,7 @@ from . import config, resources
 from .cache_key import cache_key, key_fields
 from .cuda import nvrtc
 
-_counter_lock = threading.Lock()
+_process_lock = threading.Lock()  # guards the two process-wide values below
 _compiles = 0
 _warned_memory_only = False
 
@@ -228,7 +228,7 @@ class KernelCache:
             os.unlink(probe)
             return self.root
         except OSError as exc:
-            with _counter_lock:
+            with _process_lock:
                 first, _warned_memory_only = not _warned_memory_only, True
             if first:
                 warnings.warn(
@@ -238,14 +238,14 @@ class KernelCache:
                     RuntimeWarning, stacklevel=4)
             return None
 
-    def _probe_lock_dir(self) -> Path | None:
-        for candidate in (config.lock_dir(self.root), config.fallback_lock_dir()):
-            try:
-                candidate.mkdir(parents=True, exist_ok=True)
-                return candidate
-            except OSError:
-                continue
-        return None  # compiles then run unserialised: duplicated work, still correct
+    @staticmethod
+    def _probe_lock_dir() -> Path | None:
+        try:
+            path = config.lock_dir()
+            path.mkdir(parents=True, exist_ok=True)
+            return path
+        except OSError:
+            return None  # compiles then run unserialised: duplicated work, still correct
 
     def layers(self) -> list[Layer]:
         """Every root searched, in order: read-only ones that exist, then the writable one."""
@@ -291,11 +291,15 @@ class KernelCache:
         key, fields = self.key_for(variant, arch)
         return self._lookup(key, fields["arch"])
 
-    def _lookup(self, key: str, arch: str) -> Resolved | None:
+    def _memory_hit(self, key: str) -> Resolved | None:
         with self._lock:
             hit = self._memory.get(key)
+        return None if hit is None else Resolved(hit.cubin, key, "memory", hit.path, 0.0)
+
+    def _lookup(self, key: str, arch: str) -> Resolved | None:
+        hit = self._memory_hit(key)
         if hit is not None:
-            return Resolved(hit.cubin, key, "memory", hit.path, 0.0)
+            return hit
         # An unwritable user root is still read: it may hold kernels from an earlier run.
         writable = self.writable_root() is not None
         for root, _ in [*self._read_only, (self.root, "user")]:
@@ -313,7 +317,7 @@ class KernelCache:
         """The kernel for ``variant`` on ``arch``, compiling and storing it on a miss.
 
         Raises CompileError (with the NVRTC log), ValueError for a bad arch,
-        BackendUnavailableError when a compile is needed and NVRTC is missing.
+        BackendUnavailableError when NVRTC is missing (the key holds its version).
         """
         key, fields = self.key_for(variant, arch)
         arch = fields["arch"]
@@ -322,8 +326,7 @@ class KernelCache:
             return found
         with self._key_lock(key), self._file_lock(key):
             # Re-check: another thread or process may have built it while we waited.
-            with self._lock:
-                hit = self._memory.get(key)
+            hit = self._memory_hit(key)
             if hit is not None:
                 return hit
             writable = self.writable_root()
@@ -339,7 +342,7 @@ class KernelCache:
 
     def _build(self, variant, arch: str, key: str, fields: dict) -> Resolved:
         global _compiles
-        with _counter_lock:
+        with _process_lock:
             _compiles += 1
         with self._lock:
             self.compiles += 1
@@ -499,7 +502,7 @@ class KernelCache:
 
     def clear(self) -> Removal:
         """Delete every entry (all schema versions) and temp file of the writable root, and this
-        cache's memory. Lock files stay: deleting a held lock would let a second compiler in."""
+        cache's memory. Read-only layers are never touched."""
         with self._lock:
             self._memory.clear()
         layer = self._writable_layer()

@@ -21,7 +21,7 @@ _digest_memo: dict = {}
 
 
 def package_version() -> str:
-    """``deepselect_rt.__version__``, else the installed distribution's version, else "0+unknown"."""
+    """``deepselect_rt.__version__``, else the installed distribution's, else "0+unknown"."""
     import deepselect_rt  # the package is already imported by the time this module is
 
     version = getattr(deepselect_rt, "__version__", None)
@@ -42,7 +42,8 @@ def _source_files(source_dir: Path) -> list[Path]:
 
 
 def source_digest(source_dir: Path) -> str:
-    """sha256 over the sorted relative paths and contents of every source and header in ``source_dir``.
+    """sha256 over the sorted relative paths and contents of every source and header under
+    ``source_dir``.
 
     Memoised on the files' (path, size, mtime) so repeated lookups only stat. Raises
     FileNotFoundError when the folder does not exist.

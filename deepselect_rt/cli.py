@@ -31,79 +31,101 @@ def register_info(subparsers) -> None:
 
 
 def _info(args, out, err) -> int:
-    from rich.table import Table
-
-    from . import config
     from .cache import default_cache
     from .cache_key import package_version
-    from .cuda import module, nvrtc
-    from .cuda.variants import default_variants
-    from .errors import BackendUnavailableError
+    from .cuda import module
 
     out.print(f"[bold]deepselect-rt[/] {package_version()}")
     devices, why_not = module.probe()
     out.print(f"backend: {'cuda' if devices else 'none'}" + ("" if devices else f" ({why_not})"),
               markup=False)
     if devices:
-        table = Table("device", "name", "capability", "arch", "SMs", "smem/block (opt-in)",
-                      "clusters", title="CUDA devices")
-        for d in devices:
-            table.add_row(str(d.ordinal), d.name, "%d.%d" % d.compute_capability,
-                          d.arch or "unsupported", str(d.sm_count),
-                          config.format_size(d.max_shared_memory_per_block_optin),
-                          "yes" if d.cluster_launch else "no")
-        out.print(table)
-
-    try:
-        version = ".".join(map(str, nvrtc.nvrtc_version()))
-        path, found_via = nvrtc.nvrtc_library()
-        out.print(f"NVRTC: {version} ({path}, found via {found_via})", markup=False)
-        have_nvrtc = True
-    except BackendUnavailableError as exc:
-        out.print(f"NVRTC: not installed ({exc})", markup=False)
-        have_nvrtc = False
-    headers = nvrtc.cuda_header_dir() if have_nvrtc else None
-    out.print("CUDA headers: " + (f"{headers.path} (CUDART_VERSION {headers.version})"
-                                  if headers else "not found (only needed by kernels that "
-                                                  "include <cuda_fp16.h> / <cuda_bf16.h>)"),
-              markup=False)
-
+        _print_devices(out, devices)
+    have_nvrtc = _print_compiler(out)
     cache = default_cache()
     entries = cache.list_entries()
-    table = Table("layer", "path", "writable", "entries", "size", title="kernel cache")
-    for layer in cache.layers():
-        mine = [e for e in entries if e.layer == layer]
-        table.add_row(layer.kind, str(layer.path), "yes" if layer.writable else "no",
-                      str(len(mine)), config.format_size(sum(e.disk_bytes for e in mine)),
-                      )
-    table.columns[1].overflow = "fold"
-    out.print(table)
-
+    _print_layers(out, cache, entries)
+    # The archs that matter: the devices' here, else whatever the cache holds (a build box).
     archs = list(dict.fromkeys(d.arch for d in devices if d.arch)) or \
         sorted({e.arch for e in entries})
     if not archs:
         out.print("cached default variants: none (run `deepselect-rt warmup`)")
-        return 0
-    if not have_nvrtc:
+    elif not have_nvrtc:
         out.print("cached default variants: unknown (cache keys need the NVRTC version)")
-        return 0
-    table = Table("variant", *archs, title="default variants cached "
-                  + ("for this machine's devices" if devices else "(archs present in the cache)"))
-    for variant in default_variants():
-        cells = []
-        for arch in archs:
-            found = cache.lookup(variant, arch)
-            cells.append(_layer_name(cache, found.path) if found else "-")
-        table.add_row(variant.entry, *cells)
-    out.print(table)
+    else:
+        _print_cached_variants(out, cache, archs, for_devices=bool(devices))
     return 0
 
 
-def _layer_name(cache, path) -> str:
+def _print_devices(out, devices) -> None:
+    from rich.table import Table
+
+    from . import config
+
+    table = Table("device", "name", "capability", "arch", "SMs", "smem/block (opt-in)",
+                  "clusters", title="CUDA devices")
+    for d in devices:
+        table.add_row(str(d.ordinal), d.name, "%d.%d" % d.compute_capability,
+                      d.arch or "unsupported", str(d.sm_count),
+                      config.format_size(d.max_shared_memory_per_block_optin),
+                      "yes" if d.cluster_launch else "no")
+    out.print(table)
+
+
+def _print_compiler(out) -> bool:
+    """NVRTC and CUDA header lines; returns whether NVRTC is usable."""
+    from .cuda import nvrtc
+    from .errors import BackendUnavailableError
+
+    try:
+        version = ".".join(map(str, nvrtc.nvrtc_version()))
+        path, found_via = nvrtc.nvrtc_library()
+    except BackendUnavailableError as exc:
+        out.print(f"NVRTC: unavailable: {exc}", markup=False)
+        return False
+    out.print(f"NVRTC: {version} ({path}, found via {found_via})", markup=False)
+    headers = nvrtc.cuda_header_dir()
+    out.print("CUDA headers: " + (f"{headers.path} (CUDART_VERSION {headers.version})"
+                                  if headers else "not found (only needed by kernels that "
+                                                  "include <cuda_fp16.h> / <cuda_bf16.h>)"),
+              markup=False)
+    return True
+
+
+def _print_layers(out, cache, entries) -> None:
+    from rich.table import Table
+
+    from . import config
+
+    table = Table("layer", "path", "writable", "entries", "size", title="kernel cache")
+    table.columns[1].overflow = "fold"
     for layer in cache.layers():
-        if path is not None and layer.path in path.parents:
-            return layer.kind
-    return "memory"
+        mine = [e for e in entries if e.layer == layer]
+        table.add_row(layer.kind, str(layer.path), "yes" if layer.writable else "no",
+                      str(len(mine)), config.format_size(sum(e.disk_bytes for e in mine)))
+    out.print(table)
+
+
+def _print_cached_variants(out, cache, archs, *, for_devices: bool) -> None:
+    """Which layer holds each default variant for each arch ("-": not cached)."""
+    from rich.table import Table
+
+    from .cuda.variants import default_variants
+
+    layers = cache.layers()
+
+    def where(found) -> str:
+        if found is None:
+            return "-"
+        return next((layer.kind for layer in layers
+                     if found.path is not None and layer.path in found.path.parents), "memory")
+
+    title = "default variants cached " + ("for this machine's devices" if for_devices
+                                          else "(archs present in the cache)")
+    table = Table("variant", *archs, title=title)
+    for variant in default_variants():
+        table.add_row(variant.entry, *(where(cache.lookup(variant, arch)) for arch in archs))
+    out.print(table)
 
 
 # -- warmup -------------------------------------------------------------------------------------
@@ -261,7 +283,8 @@ def _cache_prune(args, out, err) -> int:
     removed = default_cache().prune(limit)
     out.print(f"removed {removed.entries} entr{'y' if removed.entries == 1 else 'ies'}, freed "
               f"{config.format_size(removed.freed_bytes)}; "
-              f"{config.format_size(removed.remaining_bytes)} left (limit {config.format_size(limit)})")
+              f"{config.format_size(removed.remaining_bytes)} left "
+              f"(limit {config.format_size(limit)})")
     return 0
 
 

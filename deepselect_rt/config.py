@@ -12,8 +12,10 @@ Environment variables (read at call time, so tests and long-running processes ca
     Size cap of the writable root ("500M", "2G", or bytes); least recently used entries are
     pruned after each write. Unset or empty: no cap.
 ``DEEPSELECT_RT_LOCK_DIR``
-    Where the per-key compile locks live. Default ``<writable root>/locks``; set it to a
-    node-local directory when the cache root sits on a network file system.
+    Where the per-key compile locks live. Default: ``deepselect-rt-locks-<uid>`` in the temp
+    dir. Point processes on several nodes that share one cache root at a common folder here
+    only if it supports flock; otherwise each node compiles once and the atomic writes keep the
+    shared root consistent.
 ``DEEPSELECT_RT_LOCK_TIMEOUT``
     Seconds to wait for another process compiling the same kernel before compiling anyway.
 """
@@ -84,19 +86,18 @@ def prebuilt_cache_root() -> Path:
 
 
 def cache_max_bytes() -> int | None:
-    """The size cap from ``DEEPSELECT_RT_CACHE_MAX_BYTES``, or None. Raises ValueError if malformed."""
+    """The cap from ``DEEPSELECT_RT_CACHE_MAX_BYTES``, or None. Raises ValueError if malformed."""
     value = _env(ENV_CACHE_MAX_BYTES)
     return parse_size(value, what=ENV_CACHE_MAX_BYTES) if value else None
 
 
-def lock_dir(root: Path) -> Path:
-    """Where per-key compile locks for the writable ``root`` live."""
+def lock_dir() -> Path:
+    """Where per-key compile locks live: ``DEEPSELECT_RT_LOCK_DIR``, else a per-user folder in
+    the node-local temp dir. Not inside a cache root: flock is unreliable on network file
+    systems, and a root baked into a wheel or image should hold entries only."""
     explicit = _env(ENV_LOCK_DIR)
-    return Path(explicit).expanduser() if explicit else root / "locks"
-
-
-def fallback_lock_dir() -> Path:
-    """A node-local lock dir for when the writable root itself cannot hold locks."""
+    if explicit:
+        return Path(explicit).expanduser()
     uid = os.getuid() if hasattr(os, "getuid") else getpass.getuser()
     return Path(tempfile.gettempdir()) / f"{APP_NAME}-locks-{uid}"
 

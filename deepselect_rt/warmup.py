@@ -73,7 +73,7 @@ def resolve_archs(spec: str | None) -> list[str]:
 
 
 def plan(archs: list[str], *, dtypes=None, ks=None) -> list[Task]:
-    """Tasks for the default variants (restricted to ``dtypes`` and ``ks`` when given) on ``archs``."""
+    """Tasks for the default variants on ``archs`` (only ``dtypes`` and ``ks`` when given)."""
     variants = filter_variants(default_variants(), dtypes=dtypes, ks=ks)
     return [Task(v, a) for a in archs for v in variants]
 
@@ -113,10 +113,12 @@ def run(tasks: list[Task], *, jobs: int | None = None, into: Path | None = None,
 
     jobs: worker processes (default ``os.cpu_count()``; 1 runs inline). into: the cache root to
     fill (default: the user's cache with all its layers). on_done: called with each Outcome as it
-    finishes (for progress display). Raises OSError when the target root is not writable.
+    finishes (for progress display). Raises OSError when the target root is not writable,
+    BackendUnavailableError when NVRTC is missing.
     """
     into = Path(into).expanduser() if into is not None else None
     check_target(into)
+    nvrtc.nvrtc_version()  # no NVRTC: fail once, here, rather than once per task
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(tasks)))
     outcomes: dict[Task, Outcome] = {}
 

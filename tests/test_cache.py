@@ -14,6 +14,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -35,11 +36,11 @@ V3 = Variant("probe", threads=64)
 
 @pytest.fixture(autouse=True)
 def cache_env(tmp_path, monkeypatch):
-    """A private writable root and no extra layers or cap."""
+    """A private writable root and lock dir, no extra layers, no cap."""
     root = tmp_path / "cache"
     monkeypatch.setenv(config.ENV_CACHE_DIR, str(root))
-    for name in (config.ENV_CACHE_PATH, config.ENV_CACHE_MAX_BYTES, config.ENV_LOCK_DIR,
-                 config.ENV_LOCK_TIMEOUT):
+    monkeypatch.setenv(config.ENV_LOCK_DIR, str(tmp_path / "locks"))
+    for name in (config.ENV_CACHE_PATH, config.ENV_CACHE_MAX_BYTES, config.ENV_LOCK_TIMEOUT):
         monkeypatch.delenv(name, raising=False)
     return root
 
@@ -49,7 +50,8 @@ def sha(data: bytes) -> str:
 
 
 def child_env(**extra) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DEEPSELECT_RT_")}
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("DEEPSELECT_RT_") or k == config.ENV_LOCK_DIR}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     env.update(extra)
     return env
@@ -85,12 +87,14 @@ def test_layout_and_metadata(cache_env):
     assert meta["variant"]["family"] == "probe" and meta["nvrtc"] and meta["options"]
     assert meta["created"] <= time.time()
     assert not list(resolved.path.parent.glob(".*.tmp"))
+    assert [p.name for p in cache_env.iterdir()] == [f"v{config.CACHE_SCHEMA}"]  # entries only
 
 
 def test_read_only_layers_are_searched_first(tmp_path, cache_env, monkeypatch):
     baked = tmp_path / "baked"
     built = KernelCache(baked, read_only=[]).resolve(V1, ARCH)
-    monkeypatch.setenv(config.ENV_CACHE_PATH, os.pathsep.join([str(tmp_path / "absent"), str(baked)]))
+    monkeypatch.setenv(config.ENV_CACHE_PATH,
+                       os.pathsep.join([str(tmp_path / "absent"), str(baked)]))
     cache = KernelCache()
     layers = cache.layers()
     assert [(l.kind, l.path) for l in layers[-2:]] == [("path", baked), ("user", cache_env)]
@@ -98,6 +102,40 @@ def test_read_only_layers_are_searched_first(tmp_path, cache_env, monkeypatch):
     found = cache.resolve(V1, ARCH)
     assert found.origin == "disk" and found.path == built.path and cache.compiles == 0
     assert not (cache_env / f"v{config.CACHE_SCHEMA}" / ARCH).exists()  # nothing copied
+
+
+def test_threads_share_one_compile(cache_env):
+    cache = KernelCache()
+    with ThreadPoolExecutor(8) as pool:
+        cubins = list(pool.map(lambda _: cache.get_or_build(V1, ARCH), range(8)))
+    assert len(set(cubins)) == 1 and cache.compiles == 1
+
+
+LOCK_HOLDER = """
+    import sys, time, filelock
+    lock = filelock.FileLock(sys.argv[1])
+    lock.acquire()
+    print("held", flush=True)
+    time.sleep(120)
+"""
+
+
+def test_held_lock_times_out_into_a_warning(cache_env, monkeypatch):
+    cache = KernelCache()
+    key, _ = cache.key_for(V1, ARCH)
+    lock_path = config.lock_dir() / f"{key}.lock"
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(LOCK_HOLDER), str(lock_path)],
+                              stdout=subprocess.PIPE, text=True, env=child_env())
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        monkeypatch.setenv(config.ENV_LOCK_TIMEOUT, "0.2")
+        with pytest.warns(RuntimeWarning, match="compiling without it"):
+            built = cache.resolve(V1, ARCH)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert built.origin == "compiled" and cache.compiles == 1
 
 
 # -- many processes, one compile per key --------------------------------------------------------
@@ -146,7 +184,8 @@ KILLER = """
 
     def replace(src, dst):
         calls["replace"] += 1
-        if point == "before_cubin_rename" or (point == "before_metadata_rename" and calls["replace"] == 2):
+        if point == "before_cubin_rename" or (
+                point == "before_metadata_rename" and calls["replace"] == 2):
             die()
         real_replace(src, dst)
 
@@ -163,7 +202,8 @@ KILLER = """
 """
 
 
-@pytest.mark.parametrize("point", ["after_compile", "before_cubin_rename", "before_metadata_rename"])
+@pytest.mark.parametrize("point", ["after_compile", "before_cubin_rename",
+                                   "before_metadata_rename"])
 def test_killed_writer_leaves_nothing_that_loads(cache_env, point):
     child = run_child(KILLER, KILL_AT=point, **{config.ENV_CACHE_DIR: str(cache_env)})
     assert child.returncode == -9, child.stdout + child.stderr

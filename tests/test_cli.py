@@ -151,6 +151,9 @@ def test_warmup_into_then_cache_path_compiles_nothing(tmp_path, monkeypatch):
     for v in variants:
         assert v.entry in result.stdout
     assert f"{len(variants)} compiled" in result.stdout
+    # Only entries: this folder is what gets baked into a wheel or an image.
+    assert [p.name for p in baked.iterdir()] == [f"v{config.CACHE_SCHEMA}"]
+    assert {p.suffix for p in baked.rglob("*") if p.is_file()} == {".cubin", ".json"}
 
     monkeypatch.setenv(config.ENV_CACHE_PATH, str(baked))
     monkeypatch.setenv(config.ENV_CACHE_DIR, str(tmp_path / "empty"))

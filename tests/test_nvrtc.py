@@ -170,12 +170,14 @@ def test_options_are_exact_and_portable():
 def test_includes_resolve_from_kernels_folder_not_cwd(tmp_path, monkeypatch):
     src = tmp_path / "kernels"
     (src / "common").mkdir(parents=True)
-    (src / "common" / "keys.cuh").write_text('#pragma once\n#include "dtype.cuh"\n'
-                                             "__device__ inline int key_of(int x) { return x + DS_DT; }\n")
+    (src / "common" / "keys.cuh").write_text(
+        '#pragma once\n#include "dtype.cuh"\n'
+        "__device__ inline int key_of(int x) { return x + DS_DT; }\n")
     (src / "common" / "dtype.cuh").write_text("#pragma once\n#define DS_DT 7\n")
     (src / "shadow.cuh").write_text("#define SHADOW 1\n")
-    (src / "fam.cu").write_text('#include "common/keys.cuh"\n#include "shadow.cuh"\n'
-                                'extern "C" __global__ void DS_ENTRY(int* x) { x[0] = key_of(SHADOW); }\n')
+    (src / "fam.cu").write_text(
+        '#include "common/keys.cuh"\n#include "shadow.cuh"\n'
+        'extern "C" __global__ void DS_ENTRY(int* x) { x[0] = key_of(SHADOW); }\n')
     # A same-named header in the working directory must not be picked up.
     cwd = tmp_path / "cwd"
     cwd.mkdir()
@@ -187,7 +189,8 @@ def test_includes_resolve_from_kernels_folder_not_cwd(tmp_path, monkeypatch):
 
 
 def test_compile_error_carries_log_variant_and_options(tmp_path):
-    (tmp_path / "broken.cu").write_text('extern "C" __global__ void DS_ENTRY(int* x) { x[0] = nope; }\n')
+    (tmp_path / "broken.cu").write_text(
+        'extern "C" __global__ void DS_ENTRY(int* x) { x[0] = nope; }\n')
     variant = Variant("broken")
     with pytest.raises(CompileError) as info:
         nvrtc.compile_cubin(variant, "sm_90a", source_dir=tmp_path)

@@ -23,7 +23,8 @@ from .variants import Variant
 _lock = threading.RLock()
 _initialised = False
 _devices: dict[int, "DeviceInfo"] = {}
-# (device ordinal, variant) -> (CUlibrary, CUkernel); the library is kept so it is never unloaded.
+# (device ordinal, variant) -> (CUlibrary, CUkernel, cubin). The library is kept so it is never
+# unloaded, the cubin because lazy loading may read the image after cuLibraryLoadData returns.
 _kernels: dict[tuple[int, Variant], tuple] = {}
 
 
@@ -211,7 +212,7 @@ def get_kernel(device_ordinal: int, variant: Variant, cache=None):
         except RuntimeError:
             driver.cuLibraryUnload(library)
             raise
-        _kernels[key] = (library, kernel)
+        _kernels[key] = (library, kernel, cubin)
         return kernel
 
 

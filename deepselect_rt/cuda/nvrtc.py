@@ -156,7 +156,8 @@ def normalise_arch(arch: str) -> str:
     elif len(digits) >= 2:
         major, minor = int(digits[:-1]), int(digits[-1])
     else:
-        raise ValueError(f"unknown GPU architecture {arch!r}; use one of {', '.join(SUPPORTED_ARCHS)}")
+        raise ValueError(f"unknown GPU architecture {arch!r}; use one of "
+                         f"{', '.join(SUPPORTED_ARCHS)}")
     if suffix:
         name = f"sm_{major}{minor}{suffix}"
         if name not in SUPPORTED_ARCHS:

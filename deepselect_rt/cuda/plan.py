@@ -11,7 +11,7 @@ from ..dtypes import ITEMSIZE
 from .variants import STREAM_KMAX, Variant, large_variant, stream_variant
 
 # Free candidate entries between selects (ROOM in topk_stream.cu).
-_STREAM_ROOM = 4096
+_STREAM_ROOM = 0
 # Bytes of SelectScratch and the step counters beside the candidate buffer in topk_stream.cu's
 # Shared struct (256 + 4 u32, 3 u32, alignment), rounded up.
 _STREAM_SCRATCH_BYTES = 1088

@@ -60,12 +60,15 @@ PROBE = Variant("probe")
 # k buckets of the streaming kernel: each variant sizes its shared buffer for its bucket's top.
 STREAM_KMAX = (256, 512, 1024, 2048, 4096)
 STREAM_THREADS = 512
+# Four 16-byte loads in flight per thread, double-buffered, registers for two CTAs per SM
+# (tools/tune_stream.py compares the alternatives on the GPU).
+STREAM_TUNING = (("DS_LOADS", 4), ("DS_MIN_CTAS", 2))
 LARGE_THREADS = 512
 
 
 def stream_variant(dtype: str, kmax: int) -> Variant:
     """The one-pass streaming kernel (kernels_cu/topk_stream.cu) for k <= kmax."""
-    return Variant("topk_stream", dtype, kmax, STREAM_THREADS)
+    return Variant("topk_stream", dtype, kmax, STREAM_THREADS, STREAM_TUNING)
 
 
 def large_variant(dtype: str) -> Variant:
