@@ -70,7 +70,7 @@ def _check_input(x: TensorView) -> None:
     if x.dtype not in dtypes.INPUT_DTYPES:
         raise TypeError(f"input dtype must be bfloat16, float16 or float32, got {x.dtype}")
     rows, width = x.shape
-    if width > 1 and x.strides[1] != 1:
+    if width > 1 and rows > 0 and x.strides[1] != 1:
         raise ValueError(f"input's last dimension must have stride 1, got strides {x.strides}")
     if rows > 1 and x.strides[0] < 0:
         raise ValueError(f"input's row stride must be non-negative, got {x.strides[0]}")

@@ -1,0 +1,120 @@
+"""The contract's argument checks (docs/contract.md "Inputs"): each violation raises TypeError or
+ValueError before any work, naming the argument, also under ``python -O``. And NumPy round trips
+through the public API against the reference."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import deepselect_rt
+from deepselect_rt import reference
+
+X = np.arange(40, dtype=np.float32).reshape(4, 10)
+
+# (name, call kwargs, exception, text the message must contain)
+CASES = [
+    ("not_a_tensor", dict(input=[[1.0, 2.0]]), TypeError, "input"),
+    ("input_3d", dict(input=np.zeros((2, 2, 2), np.float32)), ValueError, "2-D"),
+    ("input_dtype", dict(input=np.zeros((2, 3), np.int32)), TypeError, "bfloat16, float16 or float32"),
+    ("input_col_stride", dict(input=np.zeros((3, 8), np.float32)[:, ::2]), ValueError, "stride 1"),
+    ("topk_float", dict(topk=2.0), TypeError, "topk"),
+    ("topk_bool", dict(topk=True), TypeError, "topk"),
+    ("topk_negative", dict(topk=-1), ValueError, "topk"),
+    ("both_orders", dict(sorted=True, sorted_index=True), ValueError, "sorted_index"),
+    ("sorted_not_bool", dict(sorted="yes"), TypeError, "sorted"),
+    ("indices_type", dict(indices_type="float32"), TypeError, "indices_type"),
+    ("nan_policy", dict(nan_policy="ignore"), ValueError, "nan_policy"),
+    ("begin_dtype", dict(begin=np.zeros(4, np.float32)), TypeError, "begin"),
+    ("end_shape", dict(end=np.full(3, 5, np.int32)), ValueError, "end"),
+    ("end_past_width", dict(end=np.full(4, 11, np.int32)), ValueError, "end"),
+    ("begin_negative", dict(begin=np.full(4, -1, np.int32)), ValueError, "begin"),
+    ("begin_after_end", dict(begin=np.full(4, 6, np.int32), end=np.full(4, 5, np.int32)), ValueError, "begin"),
+    ("offset_dtype", dict(output_idx_offset=np.zeros(4, np.float64)), TypeError, "output_idx_offset"),
+    ("offset_int32_overflow", dict(output_idx_offset=np.full(4, 2**31 - 5, np.int32), indices_type="int32"),
+     ValueError, "output_idx_offset"),
+    ("idx_fill_range", dict(idx_oob_fill_value=2**31, indices_type="int32"), ValueError, "idx_oob_fill_value"),
+    ("val_fill_type", dict(value_oob_fill_value="x"), TypeError, "value_oob_fill_value"),
+    ("out_idx_shape", dict(output_idx=np.zeros((4, 2), np.int64)), ValueError, "output_idx"),
+    ("out_idx_dtype", dict(output_idx=np.zeros((4, 3), np.int32)), TypeError, "output_idx"),
+    ("out_val_dtype", dict(output_val=np.zeros((4, 3), np.float16)), TypeError, "output_val"),
+    ("out_rows_overlap", dict(output_idx=np.lib.stride_tricks.as_strided(np.zeros(20, np.int64), (4, 3), (16, 8))),
+     ValueError, "overlap"),
+    ("out_aliases_input", dict(output_val=X[:, :3]), ValueError, "alias"),
+    ("out_val_without_values", dict(output_val=np.zeros((4, 3), np.float32), return_value=False), ValueError,
+     "return_value"),
+    ("stream_type", dict(stream="default"), TypeError, "stream"),
+]
+
+
+def _call(kwargs):
+    args = dict(input=X, topk=3)
+    args.update(kwargs)
+    return deepselect_rt.topk(**args)
+
+
+@pytest.mark.parametrize("name,kwargs,exc,text", CASES, ids=[c[0] for c in CASES])
+def test_validation(name, kwargs, exc, text):
+    with pytest.raises(exc) as info:
+        _call(kwargs)
+    assert text in str(info.value)
+
+
+def test_validation_under_python_O():
+    """Same cases in a `python -O` child: the checks are real ifs, not asserts."""
+    script = (
+        "import sys; sys.path[:0] = [%r]\n"
+        "import test_api as t\n"
+        "bad = []\n"
+        "for name, kw, exc, text in t.CASES:\n"
+        "    try:\n"
+        "        t._call(kw); bad.append(name + ': no error')\n"
+        "    except exc as e:\n"
+        "        if text not in str(e): bad.append(name + ': ' + str(e))\n"
+        "assert not __debug__\n"
+        "print('BAD', bad)\n"
+    ) % str(__import__("pathlib").Path(__file__).parent)
+    out = subprocess.run([sys.executable, "-O", "-c", script], capture_output=True, text=True, check=True)
+    assert "BAD []" in out.stdout, out.stdout + out.stderr
+
+
+def test_numpy_round_trip_matches_reference():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((5, 300)).astype(np.float32)
+    end = np.array([300, 0, 7, 150, 299], np.int32)
+    vals, idx = deepselect_rt.topk(x, 10, end=end, sorted=True, nan_policy="propagate")
+    want = reference.topk(x, 10, end=end, sorted=True)
+    assert isinstance(vals, np.ndarray) and isinstance(idx, np.ndarray)
+    np.testing.assert_array_equal(idx, want[1])
+    np.testing.assert_array_equal(vals, want[0])
+
+
+def test_empty_outputs_without_work():
+    v, i = deepselect_rt.topk(X, 0)
+    assert v.shape == (4, 0) and i.shape == (4, 0)
+    v, i = deepselect_rt.topk(np.zeros((0, 10), np.float32), 3)
+    assert v.shape == (0, 3) and i.shape == (0, 3)
+
+
+def test_caller_buffers_returned_and_canaries_kept():
+    idx = np.full((4, 8), -9, np.int64)
+    val = np.full((4, 8), 7.0, np.float32)
+    v, i = deepselect_rt.topk(X, 3, output_idx=idx[:, :3], output_val=val[:, :3], sorted=True)
+    assert (idx[:, 3:] == -9).all() and (val[:, 3:] == 7.0).all()
+    np.testing.assert_array_equal(i, np.tile([9, 8, 7], (4, 1)))
+
+
+def test_torch_cpu_round_trip():
+    torch = pytest.importorskip("torch")
+    t = torch.randn(3, 50, dtype=torch.bfloat16)
+    v, i = deepselect_rt.topk(t, 4, sorted=True, indices_type=torch.int32)
+    assert isinstance(v, torch.Tensor) and v.dtype == torch.bfloat16 and i.dtype == torch.int32
+    want = deepselect_rt.topk(t.view(torch.int16).numpy().view(__import__("ml_dtypes").bfloat16), 4, sorted=True)
+    np.testing.assert_array_equal(i.numpy(), want[1])
+
+
+def test_stride_requirement():
+    assert deepselect_rt.get_stride_requirement() == (16, 16)
