@@ -119,5 +119,4 @@ def run_case(case: Case, iters: int = 30) -> Result:
     val = torch.empty(case.rows, case.k, dtype=x.dtype, device="cuda") if case.values else None
     ours = _time(torch, lambda: deepselect_rt.topk(x, case.k, output_idx=idx, output_val=val, **kw), flush, iters)
     ref = _time(torch, lambda: torch.topk(x, case.k, dim=1, sorted=case.sorted), flush, iters)
-    del x, flush
     return Result(case, ours, ref)

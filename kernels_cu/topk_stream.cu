@@ -25,10 +25,10 @@
 
 constexpr int NT = DS_THREADS;
 constexpr int SUB = NT * DS_VEC;              // elements appended at most per substep
-// Extra free entries between selects beyond the 2 * DS_KMAX - k the buffer always has
-// (deepselect_rt/cuda/plan.py mirrors this size).
-constexpr int ROOM = 0;
-constexpr int CAP = 2 * DS_KMAX + ROOM + SUB;  // candidate buffer entries
+// Candidate buffer entries: k kept after a select, at least DS_KMAX free before the next one
+// (deepselect_rt/cuda/plan.py mirrors this size). A larger buffer measured slower on the H200
+// (4096 more entries: 13% at 4096 x 1M, k = 512), the shared memory costing occupancy.
+constexpr int CAP = 2 * DS_KMAX + SUB;
 
 struct Shared {
     u64 buf[CAP];
@@ -63,8 +63,7 @@ __device__ __forceinline__ u32 visit_stride(u32 n) {
 }
 
 // While streaming, a select may keep up to DS_KMAX / 2 extra candidates: a looser threshold
-// costs a few more appends but saves the radix passes over the column bits. (Measured on the
-// H200: ROOM = 4096 with slack ROOM / 4 was 13% slower at 4096 x 1M, k = 512.)
+// costs a few more appends but saves the radix passes over the column bits.
 constexpr u32 STREAM_SLACK = DS_KMAX / 2;
 
 // Keeps the best of the buffer when the next substep could overflow it; updates T and its floor.

@@ -90,7 +90,7 @@ def test_int64_offset_no_overflow():
 
 
 def test_device_begin_end_out_of_range_clamped():
-    torch = torch_cuda()
+    torch_cuda()
     x = distributions.make("normal", 3, 1000, "float32")
     begin = np.array([-5, 10, 990], np.int64)
     end = np.array([2000, 5, 1000], np.int64)
@@ -159,7 +159,7 @@ def test_caller_buffers_canaries(return_value):
 
 @pytest.mark.parametrize("dtype", list(DTYPES))
 def test_unaligned_rows(dtype):
-    torch = torch_cuda()
+    torch_cuda()
     x = distributions.make("normal", 5, 30001, dtype, seed=8)
     dev = to_device(x)
     for shift in (1, 3, 7):

@@ -21,7 +21,7 @@ rows_out = []
 for threads, loads, min_ctas in CONFIGS:
     variants.STREAM_THREADS = threads
     variants.STREAM_TUNING = (("DS_LOADS", loads), ("DS_MIN_CTAS", min_ctas))
-    backend._plans.clear()
+    backend._ready.clear()
     line = [f"t{threads} l{loads} m{min_ctas}"]
     for dtype, rows, width, k in SHAPES:
         x = torch.randn(rows, width, device="cuda").to(getattr(torch, dtype))
@@ -29,7 +29,6 @@ for threads, loads, min_ctas in CONFIGS:
         us = bench._time(torch, fn, flush, 20)
         tbs = rows * width * x.element_size() / (us * 1e-6) / 1e12
         line.append(f"{us:8.1f}us {tbs:4.2f}TB/s")
-        del x
     rows_out.append(line)
     print(" | ".join(line), flush=True)
 print("shapes:", SHAPES)

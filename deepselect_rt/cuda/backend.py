@@ -6,6 +6,8 @@ CUDA graph; the exception is nan_policy="raise", which needs a per-row flag buff
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ..errors import NaNInputError
@@ -16,38 +18,40 @@ from .context import on_device
 from .module import check
 from .plan import DeviceLimits, Plan, make_plan
 
-_plans: dict[tuple, Plan] = {}
-_smem_ready: set[tuple] = set()
 _STATIC_SMEM_LIMIT = 48 * 1024
 
 
-def _limits(device: int) -> DeviceLimits:
+@dataclass(frozen=True)
+class _Ready:
+    """A plan with its kernel loaded and its shared-memory limit raised on one device."""
+
+    plan: Plan
+    kernel: object
+
+
+_ready: dict[tuple, _Ready] = {}
+
+
+def _prepare(device: int, dtype: str, k: int) -> _Ready:
+    """Plan, load and configure once per (device, dtype, k); later calls only look it up."""
     info = module.device_info(device)
-    return DeviceLimits(sm_count=info.sm_count, max_smem_per_block=info.max_shared_memory_per_block_optin)
+    plan = make_plan(dtype, k, DeviceLimits(info.sm_count, info.max_shared_memory_per_block_optin))
+    kernel = module.get_kernel(device, plan.variant)
+    if plan.smem > _STATIC_SMEM_LIMIT:
+        from cuda.bindings import driver
+
+        dev = check(driver.cuDeviceGet(device), "cuDeviceGet")
+        attr = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+        check(driver.cuKernelSetAttribute(attr, plan.smem, kernel, dev), "cuKernelSetAttribute")
+    return _Ready(plan, kernel)
 
 
-def _plan(device: int, dtype: str, rows: int, k: int) -> Plan:
-    key = (device, dtype, rows, k)
-    plan = _plans.get(key)
-    if plan is None:
-        plan = _plans[key] = make_plan(dtype, rows, k, _limits(device))
-    return plan
+def _launch(req: TopkRequest, ready: _Ready, nan_flags_ptr: int = 0) -> None:
+    launch.launch(ready.kernel, req.rows, ready.plan.threads, ready.plan.smem, req.stream,
+                  launch.pack(req, nan_flags_ptr))
 
 
-def _allow_smem(kernel, device: int, plan: Plan) -> None:
-    """Opt the kernel into more than 48 KiB of dynamic shared memory on this device, once."""
-    key = (device, plan.variant, plan.smem)
-    if plan.smem <= _STATIC_SMEM_LIMIT or key in _smem_ready:
-        return
-    from cuda.bindings import driver
-
-    dev = check(driver.cuDeviceGet(device), "cuDeviceGet")
-    attr = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-    check(driver.cuKernelSetAttribute(attr, plan.smem, kernel, dev), "cuKernelSetAttribute")
-    _smem_ready.add(key)
-
-
-def _raise_on_nan(req: TopkRequest, plan: Plan, kernel) -> None:
+def _raise_on_nan(req: TopkRequest, ready: _Ready) -> None:
     """nan_policy="raise": launch with a flag per row, synchronise, raise naming the rows."""
     from cuda.bindings import driver
 
@@ -57,7 +61,7 @@ def _raise_on_nan(req: TopkRequest, plan: Plan, kernel) -> None:
                          "pass nan_policy='sentinel' or 'propagate'")
     flags = allocate(req.x, (req.rows,), "int32")
     check(driver.cuMemsetD32Async(flags.view.ptr, 0, req.rows, req.stream), "cuMemsetD32Async")
-    launch.launch(kernel, plan.grid, plan.threads, plan.smem, req.stream, launch.pack(req, flags.view.ptr))
+    _launch(req, ready, flags.view.ptr)
     host = np.empty(req.rows, np.int32)
     check(driver.cuStreamSynchronize(req.stream), "cuStreamSynchronize")
     check(driver.cuMemcpyDtoH(host.ctypes.data, flags.view.ptr, host.nbytes), "cuMemcpyDtoH")
@@ -68,11 +72,12 @@ def _raise_on_nan(req: TopkRequest, plan: Plan, kernel) -> None:
 def run(req: TopkRequest) -> None:
     """Launch top-k for ``req`` on its stream, on the input's device."""
     device = req.x.device_id
-    plan = _plan(device, req.x.dtype, req.rows, req.k)
+    key = (device, req.x.dtype, req.k)
     with on_device(device):
-        kernel = module.get_kernel(device, plan.variant)
-        _allow_smem(kernel, device, plan)
+        ready = _ready.get(key)
+        if ready is None:
+            ready = _ready[key] = _prepare(device, req.x.dtype, req.k)
         if req.nan_policy == "raise":
-            _raise_on_nan(req, plan, kernel)
+            _raise_on_nan(req, ready)
         else:
-            launch.launch(kernel, plan.grid, plan.threads, plan.smem, req.stream, launch.pack(req))
+            _launch(req, ready)

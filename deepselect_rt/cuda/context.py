@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 from contextlib import contextmanager
 
+from . import module
 from .module import check
 
 _lock = threading.Lock()
@@ -25,7 +26,7 @@ def primary_context(device: int):
         with _lock:
             ctx = _primary.get(device)
             if ctx is None:
-                check(driver.cuInit(0), "cuInit")
+                module.init()
                 dev = check(driver.cuDeviceGet(device), "cuDeviceGet")
                 ctx = check(driver.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
                 _primary[device] = ctx

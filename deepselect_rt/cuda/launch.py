@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+from functools import lru_cache
 
 import numpy as np
 
@@ -26,7 +27,9 @@ def _u64(value: int) -> int:
     return value & 0xFFFFFFFFFFFFFFFF
 
 
+@lru_cache(maxsize=64)
 def _fill_bits(value: float, dtype: str) -> int:
+    """Bit pattern of the fill value in the input dtype (memoised: the launch path is hot)."""
     arr = np.array([value], dtype=numpy_dtype(dtype))
     return int(arr.view(np.uint16 if arr.itemsize == 2 else np.uint32)[0])
 

@@ -1,6 +1,7 @@
-"""Which kernel, grid and shared memory serve a shape (the dispatch rule of the CUDA backend).
+"""Which kernel and how much shared memory serve a top-k (the dispatch rule of the CUDA backend).
 
-A plan depends only on (dtype, rows, k, device limits), so api-level callers can cache it.
+A plan depends only on (dtype, k, device limits), so the backend caches it; the grid is one CTA
+per row.
 """
 
 from __future__ import annotations
@@ -10,8 +11,6 @@ from dataclasses import dataclass
 from ..dtypes import ITEMSIZE
 from .variants import STREAM_KMAX, Variant, large_variant, stream_variant
 
-# Free candidate entries between selects (ROOM in topk_stream.cu).
-_STREAM_ROOM = 0
 # Bytes of SelectScratch and the step counters beside the candidate buffer in topk_stream.cu's
 # Shared struct (256 + 4 u32, 3 u32, alignment), rounded up.
 _STREAM_SCRATCH_BYTES = 1088
@@ -26,19 +25,18 @@ class DeviceLimits:
 @dataclass(frozen=True)
 class Plan:
     variant: Variant
-    grid: int       # CTAs (one per row)
     threads: int    # threads per CTA
     smem: int       # dynamic shared memory per CTA, bytes
 
 
 def stream_smem_bytes(dtype: str, kmax: int, threads: int) -> int:
-    """Shared memory of topk_stream.cu: a buffer of 2 * kmax + room + threads * vector-width
-    composites (8 bytes each), and the select scratch."""
+    """Shared memory of topk_stream.cu: a buffer of 2 * kmax + threads * vector-width composites
+    (8 bytes each), and the select scratch."""
     vec = 16 // ITEMSIZE[dtype]
-    return 8 * (2 * kmax + _STREAM_ROOM + threads * vec) + _STREAM_SCRATCH_BYTES
+    return 8 * (2 * kmax + threads * vec) + _STREAM_SCRATCH_BYTES
 
 
-def make_plan(dtype: str, rows: int, k: int, limits: DeviceLimits) -> Plan:
+def make_plan(dtype: str, k: int, limits: DeviceLimits) -> Plan:
     """The streaming kernel for the smallest k bucket holding k when its buffer fits the device,
     otherwise the any-k kernel."""
     for kmax in STREAM_KMAX:
@@ -46,7 +44,7 @@ def make_plan(dtype: str, rows: int, k: int, limits: DeviceLimits) -> Plan:
             v = stream_variant(dtype, kmax)
             smem = stream_smem_bytes(dtype, kmax, v.threads)
             if smem <= limits.max_smem_per_block:
-                return Plan(v, rows, v.threads, smem)
+                return Plan(v, v.threads, smem)
             break
     v = large_variant(dtype)
-    return Plan(v, rows, v.threads, 0)
+    return Plan(v, v.threads, 0)
