@@ -14,6 +14,7 @@
 #include "block/radix_select.cuh"
 #include "block/bitonic.cuh"
 #include "row/output.cuh"
+#include "row/vector_filter.cuh"
 
 #ifndef DS_LOADS
 #define DS_LOADS 4
@@ -24,11 +25,11 @@
 #endif
 
 constexpr int NT = DS_THREADS;
-constexpr int SUB = NT * DS_VEC;              // elements appended at most per substep
-// Candidate buffer entries: k kept after a select, at least DS_KMAX free before the next one
-// (deepselect_rt/cuda/plan.py mirrors this size). A larger buffer measured slower on the H200
-// (4096 more entries: 13% at 4096 x 1M, k = 512), the shared memory costing occupancy.
-constexpr int CAP = 2 * DS_KMAX + SUB;
+constexpr int BLOCK = NT * DS_VEC * DS_LOADS;  // elements of one block, appended at most per step
+// Candidate buffer entries: k kept after a select, at least DS_KMAX free before the next one,
+// and room for a whole block (deepselect_rt/cuda/plan.py mirrors this size). A larger buffer
+// measured slower on the H200 (4096 more entries: 13% at 4096 x 1M, k = 512).
+constexpr int CAP = 2 * DS_KMAX + BLOCK;
 
 struct Shared {
     u64 buf[CAP];
@@ -36,28 +37,13 @@ struct Shared {
     u32 steps[3];
 };
 
-union Vec {
-    uint4 v;
-    bits_t b[DS_VEC];
-};
-
-// Tests one vector's elements against the threshold; bit e set when element e survives.
-__device__ __forceinline__ u32 filter(const Vec& v, u32 col0, u64 thr, float floor) {
-    u32 pass = 0;
-#pragma unroll
-    for (int e = 0; e < DS_VEC; ++e) {
-        if (!(to_float(v.b[e]) < floor) && make_comp(key_of(v.b[e]), col0 + e) >= thr) pass |= 1u << e;
-    }
-    return pass;
-}
-
-// A stride coprime with n that spreads consecutive visits across the row.
+// A stride in [1, n) coprime with n (n > 1) that spreads consecutive visits across the row.
 __device__ __forceinline__ u32 visit_stride(u32 n) {
     u32 s = (n * 5u) / 8u | 1u;
     for (;;) {
         u32 a = s, b = n;
         while (b) { u32 t = a % b; a = b; b = t; }
-        if (a == 1) return s;
+        if (a == 1) return s % n;
         s += 2;
     }
 }
@@ -66,9 +52,9 @@ __device__ __forceinline__ u32 visit_stride(u32 n) {
 // costs a few more appends but saves the radix passes over the column bits.
 constexpr u32 STREAM_SLACK = DS_KMAX / 2;
 
-// Keeps the best of the buffer when the next substep could overflow it; updates T and its floor.
+// Keeps the best of the buffer when the next block could overflow it; updates T and its floor.
 __device__ __forceinline__ void maybe_select(Shared& sh, StepCounter& cnt, u32 k, u64& thr, float& floor) {
-    if (cnt.base <= (u32)(CAP - SUB)) return;
+    if (cnt.base <= (u32)(CAP - BLOCK)) return;
     thr = radix_select<NT>(sh.buf, cnt.base, k, STREAM_SLACK, sh.sel);
     cnt.base = compact_at_least<NT, 4>(sh.buf, cnt.base, thr, sh.sel);
     floor = threshold_floor(thr);
@@ -124,29 +110,38 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS, DS_MIN_CTAS) DS_ENTRY(c
     const uint4* vrow = (const uint4*)(xrow + body);
     const u32 per_block = DS_LOADS * NT;
     const u32 nblocks = (nvec + per_block - 1) / per_block;
-    const u32 stride = nblocks > 1 ? visit_stride(nblocks) : 1;
+    const u32 stride = nblocks > 1 ? visit_stride(nblocks) : 0;
     float floor = threshold_floor(thr);
-    // Double-buffered: the next block's loads are in flight while this one is filtered.
-    Vec cur[DS_LOADS], nxt[DS_LOADS];
-    u32 blk = 0;
-    if (nblocks) load_block(cur, vrow, 0, nvec);
-    for (u32 j = 0; j < nblocks; ++j) {
-        const u32 next = (blk + stride) % nblocks;
-        if (j + 1 < nblocks) load_block(nxt, vrow, next * per_block, nvec);
+    // Blocks alternate between two register sets, so the next block's loads are in flight while
+    // this one is filtered, with no copy between the sets (a copy made the compiler wait for the
+    // loads right where they were issued).
+    Vec a[DS_LOADS], b[DS_LOADS];
+    const auto advance = [&](u32 blk) { return blk + stride >= nblocks ? blk + stride - nblocks : blk + stride; };
+    // One barrier per block: the buffer always has room for a whole block's survivors.
+    const auto process = [&](const Vec (&v)[DS_LOADS], u32 blk) {
+        cnt.prepare();
 #pragma unroll
         for (int u = 0; u < DS_LOADS; ++u) {
             const u32 vi = blk * per_block + u * NT + threadIdx.x;
             const u32 col0 = body + vi * DS_VEC;
-            const u32 pass = vi < nvec ? filter(cur[u], col0, thr, floor) : 0;
-            cnt.prepare();
-            warp_append<DS_VEC>(cur[u].b, col0, pass, sh.buf, cnt.base, cnt.current());
-            __syncthreads();
-            cnt.finish();
-            maybe_select(sh, cnt, k, thr, floor);
+            const u32 pass = vi < nvec ? filter(v[u], col0, thr, floor) : 0;
+            warp_append<DS_VEC>(v[u].b, col0, pass, sh.buf, cnt.base, cnt.current());
         }
-#pragma unroll
-        for (int u = 0; u < DS_LOADS; ++u) cur[u] = nxt[u];
-        blk = next;
+        __syncthreads();
+        cnt.finish();
+        maybe_select(sh, cnt, k, thr, floor);
+    };
+    u32 blk = 0;
+    if (nblocks) load_block(a, vrow, 0, nvec);
+    for (u32 j = 0; j < nblocks; j += 2) {
+        const u32 blk_b = advance(blk);
+        if (j + 1 < nblocks) load_block(b, vrow, blk_b * per_block, nvec);
+        process(a, blk);
+        if (j + 1 == nblocks) break;
+        const u32 blk_a = advance(blk_b);
+        if (j + 2 < nblocks) load_block(a, vrow, blk_a * per_block, nvec);
+        process(b, blk_b);
+        blk = blk_a;
     }
 
     u32 m = cnt.base;

@@ -12,15 +12,14 @@ import deepselect_rt  # noqa: E402
 from deepselect_rt import bench  # noqa: E402
 from deepselect_rt.cuda import backend, variants  # noqa: E402
 
-CONFIGS = [(512, 4, 2), (512, 2, 2), (256, 4, 2), (256, 2, 3)]
+CONFIGS = [(256, 2, 3), (512, 2, 2), (256, 4, 2), (128, 4, 4), (512, 1, 2)]
 SHAPES = [("bfloat16", 4096, 1 << 20, 512), ("bfloat16", 512, 131072, 2048), ("float32", 4096, 129280, 512),
           ("bfloat16", 1, 131072, 512)]
 
 flush = torch.empty(bench.FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
 rows_out = []
 for threads, loads, min_ctas in CONFIGS:
-    variants.STREAM_THREADS = threads
-    variants.STREAM_TUNING = (("DS_LOADS", loads), ("DS_MIN_CTAS", min_ctas))
+    variants.STREAM_TUNING = {kmax: (threads, loads, min_ctas) for kmax in variants.STREAM_KMAX}
     backend._ready.clear()
     line = [f"t{threads} l{loads} m{min_ctas}"]
     for dtype, rows, width, k in SHAPES:

@@ -29,11 +29,11 @@ class Plan:
     smem: int       # dynamic shared memory per CTA, bytes
 
 
-def stream_smem_bytes(dtype: str, kmax: int, threads: int) -> int:
-    """Shared memory of topk_stream.cu: a buffer of 2 * kmax + threads * vector-width composites
-    (8 bytes each), and the select scratch."""
-    vec = 16 // ITEMSIZE[dtype]
-    return 8 * (2 * kmax + threads * vec) + _STREAM_SCRATCH_BYTES
+def stream_smem_bytes(variant: Variant) -> int:
+    """Shared memory of topk_stream.cu: a buffer of 2 * kmax composites (8 bytes each) plus one
+    block (threads x loads x 16-byte vectors), and the select scratch."""
+    block = variant.threads * dict(variant.extra)["DS_LOADS"] * (16 // ITEMSIZE[variant.dtype])
+    return 8 * (2 * variant.kmax + block) + _STREAM_SCRATCH_BYTES
 
 
 def make_plan(dtype: str, k: int, limits: DeviceLimits) -> Plan:
@@ -42,7 +42,7 @@ def make_plan(dtype: str, k: int, limits: DeviceLimits) -> Plan:
     for kmax in STREAM_KMAX:
         if k <= kmax:
             v = stream_variant(dtype, kmax)
-            smem = stream_smem_bytes(dtype, kmax, v.threads)
+            smem = stream_smem_bytes(v)
             if smem <= limits.max_smem_per_block:
                 return Plan(v, v.threads, smem)
             break

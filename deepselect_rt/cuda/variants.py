@@ -59,16 +59,19 @@ PROBE = Variant("probe")
 
 # k buckets of the streaming kernel: each variant sizes its shared buffer for its bucket's top.
 STREAM_KMAX = (256, 512, 1024, 2048, 4096)
-STREAM_THREADS = 512
-# Four 16-byte loads in flight per thread, double-buffered, registers for two CTAs per SM
-# (tools/tune_stream.py compares the alternatives on the GPU).
-STREAM_TUNING = (("DS_LOADS", 4), ("DS_MIN_CTAS", 2))
+# (threads, 16-byte loads in flight per thread, CTAs per SM for the register budget) by k bucket,
+# from tools/tune_stream.py on the H200 (docs/benchmarks.md): 256 x 2 with three CTAs per SM is
+# fastest for k <= 1024 (4096 x 1M bf16, k = 512: 4.13 ms vs 4.58 ms for 512 x 2); for k = 2048
+# 512 x 2 wins (512 x 128K: 290 us vs 421 us). k = 4096 takes 256 x 2 so that its 96 KiB buffer
+# still fits GPUs with 99 KiB of shared memory per CTA (sm_86, sm_89, sm_120).
+STREAM_TUNING = {256: (256, 2, 3), 512: (256, 2, 3), 1024: (256, 2, 3), 2048: (512, 2, 2), 4096: (256, 2, 2)}
 LARGE_THREADS = 512
 
 
 def stream_variant(dtype: str, kmax: int) -> Variant:
     """The one-pass streaming kernel (kernels_cu/topk_stream.cu) for k <= kmax."""
-    return Variant("topk_stream", dtype, kmax, STREAM_THREADS, STREAM_TUNING)
+    threads, loads, min_ctas = STREAM_TUNING[kmax]
+    return Variant("topk_stream", dtype, kmax, threads, (("DS_LOADS", loads), ("DS_MIN_CTAS", min_ctas)))
 
 
 def large_variant(dtype: str) -> Variant:

@@ -1,0 +1,43 @@
+// The threshold test of one 16-byte vector: a packed maximum first (most vectors stop there),
+// then the exact composite test of each element.
+#pragma once
+#include "common/keys.cuh"
+
+union Vec {
+    uint4 v;
+    bits_t b[DS_VEC];
+};
+
+// Packed maximum that keeps NaN (sm_80+), so a NaN never hides behind a number.
+__device__ __forceinline__ u32 max2_nan(u32 a, u32 b) {
+    u32 d;
+#if DS_DTYPE == 0
+    asm("max.NaN.f32 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+#elif DS_DTYPE == 1
+    asm("max.NaN.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+#else
+    asm("max.NaN.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+#endif
+    return d;
+}
+
+// False when no element of v can reach a threshold whose float floor is `floor`.
+__device__ __forceinline__ bool vector_may_pass(const Vec& v, float floor) {
+    const u32 m = max2_nan(max2_nan(v.v.x, v.v.y), max2_nan(v.v.z, v.v.w));
+#if DS_DTYPE == 0
+    return !(__uint_as_float(m) < floor);
+#else
+    return !(to_float((bits_t)m) < floor) || !(to_float((bits_t)(m >> 16)) < floor);
+#endif
+}
+
+// Bit e set when element e (column col0 + e) survives the threshold thr.
+__device__ __forceinline__ u32 filter(const Vec& v, u32 col0, u64 thr, float floor) {
+    if (!vector_may_pass(v, floor)) return 0;
+    u32 pass = 0;
+#pragma unroll
+    for (int e = 0; e < DS_VEC; ++e) {
+        if (!(to_float(v.b[e]) < floor) && make_comp(key_of(v.b[e]), col0 + e) >= thr) pass |= 1u << e;
+    }
+    return pass;
+}
