@@ -20,6 +20,7 @@ flush = torch.empty(bench.FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
 rows_out = []
 for threads, loads, min_ctas in CONFIGS:
     variants.STREAM_TUNING = {kmax: (threads, loads, min_ctas) for kmax in variants.STREAM_KMAX}
+    variants.FEW_ROWS_TUNING = (threads, loads, min_ctas)
     backend._ready.clear()
     line = [f"t{threads} l{loads} m{min_ctas}"]
     for dtype, rows, width, k in SHAPES:

@@ -32,10 +32,10 @@ class _Ready:
 _ready: dict[tuple, _Ready] = {}
 
 
-def _prepare(device: int, dtype: str, k: int) -> _Ready:
-    """Plan, load and configure once per (device, dtype, k); later calls only look it up."""
+def _prepare(device: int, dtype: str, k: int, few_rows: bool) -> _Ready:
+    """Plan, load and configure once per (device, dtype, k, few_rows); later calls look it up."""
     info = module.device_info(device)
-    plan = make_plan(dtype, k, DeviceLimits(info.sm_count, info.max_shared_memory_per_block_optin))
+    plan = make_plan(dtype, k, few_rows, DeviceLimits(info.sm_count, info.max_shared_memory_per_block_optin))
     kernel = module.get_kernel(device, plan.variant)
     if plan.smem > _STATIC_SMEM_LIMIT:
         from cuda.bindings import driver
@@ -72,11 +72,12 @@ def _raise_on_nan(req: TopkRequest, ready: _Ready) -> None:
 def run(req: TopkRequest) -> None:
     """Launch top-k for ``req`` on its stream, on the input's device."""
     device = req.x.device_id
-    key = (device, req.x.dtype, req.k)
     with on_device(device):
+        few_rows = req.rows < module.device_info(device).sm_count
+        key = (device, req.x.dtype, req.k, few_rows)
         ready = _ready.get(key)
         if ready is None:
-            ready = _ready[key] = _prepare(device, req.x.dtype, req.k)
+            ready = _ready[key] = _prepare(device, req.x.dtype, req.k, few_rows)
         if req.nan_policy == "raise":
             _raise_on_nan(req, ready)
         else:

@@ -1,7 +1,7 @@
 """Which kernel and how much shared memory serve a top-k (the dispatch rule of the CUDA backend).
 
-A plan depends only on (dtype, k, device limits), so the backend caches it; the grid is one CTA
-per row.
+A plan depends only on (dtype, k, whether the batch has fewer rows than SMs, device limits), so
+the backend caches it; the grid is one CTA per row.
 """
 
 from __future__ import annotations
@@ -36,15 +36,14 @@ def stream_smem_bytes(variant: Variant) -> int:
     return 8 * (2 * variant.kmax + block) + _STREAM_SCRATCH_BYTES
 
 
-def make_plan(dtype: str, k: int, limits: DeviceLimits) -> Plan:
-    """The streaming kernel for the smallest k bucket holding k when its buffer fits the device,
-    otherwise the any-k kernel."""
-    for kmax in STREAM_KMAX:
-        if k <= kmax:
-            v = stream_variant(dtype, kmax)
+def make_plan(dtype: str, k: int, few_rows: bool, limits: DeviceLimits) -> Plan:
+    """The streaming kernel for the smallest k bucket holding k (tuned for few rows when the batch
+    has fewer rows than SMs) whose buffer fits the device, otherwise the any-k kernel."""
+    kmax = next((b for b in STREAM_KMAX if k <= b), None)
+    if kmax is not None:
+        for v in {stream_variant(dtype, kmax, few_rows): None, stream_variant(dtype, kmax): None}:
             smem = stream_smem_bytes(v)
             if smem <= limits.max_smem_per_block:
                 return Plan(v, v.threads, smem)
-            break
     v = large_variant(dtype)
     return Plan(v, v.threads, 0)

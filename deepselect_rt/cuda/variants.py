@@ -60,17 +60,21 @@ PROBE = Variant("probe")
 # k buckets of the streaming kernel: each variant sizes its shared buffer for its bucket's top.
 STREAM_KMAX = (256, 512, 1024, 2048, 4096)
 # (threads, 16-byte loads in flight per thread, CTAs per SM for the register budget) by k bucket,
-# from tools/tune_stream.py on the H200 (docs/benchmarks.md): 256 x 2 with three CTAs per SM is
-# fastest for k <= 1024 (4096 x 1M bf16, k = 512: 4.13 ms vs 4.58 ms for 512 x 2); for k = 2048
-# 512 x 2 wins (512 x 128K: 290 us vs 421 us). k = 4096 takes 256 x 2 so that its 96 KiB buffer
-# still fits GPUs with 99 KiB of shared memory per CTA (sm_86, sm_89, sm_120).
+# from tools/tune_stream.py on the H200 (docs/benchmarks.md). For batches of at least one row
+# per SM, 256 x 2 with three CTAs per SM is fastest for k <= 1024 (4096 x 1M bf16, k = 512:
+# 4.13 ms vs 4.58 ms for 512 x 2); for k = 2048, 512 x 2 (512 x 128K: 290 us vs 421 us). k = 4096
+# takes 256 x 2 so that its 96 KiB buffer fits GPUs with 99 KiB of shared memory per CTA.
 STREAM_TUNING = {256: (256, 2, 3), 512: (256, 2, 3), 1024: (256, 2, 3), 2048: (512, 2, 2), 4096: (256, 2, 2)}
+# Fewer rows than SMs: one CTA's own bandwidth bounds the time, and 512 threads read a row
+# faster (1 x 128K bf16, k = 512: 72 us vs 104 us).
+FEW_ROWS_TUNING = (512, 2, 2)
 LARGE_THREADS = 512
 
 
-def stream_variant(dtype: str, kmax: int) -> Variant:
-    """The one-pass streaming kernel (kernels_cu/topk_stream.cu) for k <= kmax."""
-    threads, loads, min_ctas = STREAM_TUNING[kmax]
+def stream_variant(dtype: str, kmax: int, few_rows: bool = False) -> Variant:
+    """The one-pass streaming kernel (kernels_cu/topk_stream.cu) for k <= kmax, tuned for
+    batches of fewer rows than SMs when ``few_rows``."""
+    threads, loads, min_ctas = FEW_ROWS_TUNING if few_rows else STREAM_TUNING[kmax]
     return Variant("topk_stream", dtype, kmax, threads, (("DS_LOADS", loads), ("DS_MIN_CTAS", min_ctas)))
 
 
@@ -83,9 +87,9 @@ def default_variants() -> list[Variant]:
     """What ``warmup`` builds: every variant the shipped dispatcher can pick."""
     out = [PROBE]
     for dtype in INPUT_DTYPES:
-        out += [stream_variant(dtype, kmax) for kmax in STREAM_KMAX]
+        out += [stream_variant(dtype, kmax, few) for kmax in STREAM_KMAX for few in (False, True)]
         out.append(large_variant(dtype))
-    return out
+    return list(dict.fromkeys(out))  # the few-rows tuning may equal a bucket's own
 
 
 def all_variants() -> list[Variant]:
