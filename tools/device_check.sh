@@ -14,7 +14,7 @@ git rev-parse --short HEAD 2>/dev/null | tee -a "$OUT/gpu.txt"
 python3 -m pytest -m gpu -q --maxfail=8 --tb=short -p no:cacheprovider ${PYTEST_ARGS:-tests/test_gpu_topk.py} 2>&1 | tee "$OUT/pytest_gpu.log" | tail -25
 
 if [ "$mode" = full ]; then
-  compute-sanitizer --tool memcheck --error-exitcode 9 python3 tools/sanitize_subset.py 2>&1 | tail -5 | tee "$OUT/memcheck.log"
-  compute-sanitizer --tool racecheck --error-exitcode 9 python3 tools/sanitize_subset.py 2>&1 | tail -5 | tee "$OUT/racecheck.log"
+  compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 python3 tools/sanitize_subset.py 2>&1 | tail -5 | tee "$OUT/memcheck.log"
+  compute-sanitizer --tool racecheck --report-api-errors no --error-exitcode 9 python3 tools/sanitize_subset.py 2>&1 | tail -5 | tee "$OUT/racecheck.log"
 fi
 python3 tools/bench.py --${mode} --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log" | tail -60
