@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import operator
+import sys
 
 from . import dtypes
 from .errors import BackendUnavailableError
@@ -233,6 +234,31 @@ def topk(input, topk, sorted=False, begin=None, end=None, indices_type="int64", 
         BackendUnavailableError: no backend for the input's device (the message names what is
         missing).
     """
+    if _torch_compiling(input):
+        from . import torch_op
+
+        return torch_op.topk(input, topk, sorted=sorted, begin=begin, end=end, indices_type=indices_type,
+                             sorted_index=sorted_index, output_idx=output_idx, output_val=output_val,
+                             output_idx_offset=output_idx_offset, idx_oob_fill_value=idx_oob_fill_value,
+                             value_oob_fill_value=value_oob_fill_value, return_value=return_value,
+                             nan_policy=_nan_policy(nan_policy, abort_when_nan_found))
+    return eager_topk(input, topk, sorted, begin, end, indices_type, sorted_index, output_idx, output_val,
+                      output_idx_offset, idx_oob_fill_value, value_oob_fill_value, return_value,
+                      abort_when_nan_found, nan_policy, stream)
+
+
+def _torch_compiling(obj) -> bool:
+    """True while torch.compile traces a call on a torch tensor (then topk becomes one custom op)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(obj, torch.Tensor) and torch.compiler.is_compiling()
+
+
+def eager_topk(input, topk, sorted=False, begin=None, end=None, indices_type="int64", sorted_index=False,
+               output_idx=None, output_val=None, output_idx_offset=None, idx_oob_fill_value=2**31 - 1,
+               value_oob_fill_value=-math.inf, return_value=True, abort_when_nan_found=True,
+               nan_policy=None, stream=None):
+    """``topk`` run now, on real tensors (the torch custom op's implementation calls this; under
+    torch.compile ``topk`` itself goes through that op). Same arguments, results and errors."""
     x = view_of(input, name="input")
     _check_input(x)
     rows, width = x.shape

@@ -12,7 +12,8 @@ from .tensors import TensorView
 NAN_POLICIES = ("raise", "sentinel", "propagate")
 
 
-@dataclass(frozen=True)
+# Not frozen (built once per call on the launch path: ~5 us frozen, <1 us not); never mutated.
+@dataclass(slots=True)
 class TopkRequest:
     x: TensorView                  # (rows, width) input
     k: int

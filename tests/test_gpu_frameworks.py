@@ -1,0 +1,136 @@
+"""Framework integration on the GPU (issue 6): CUDA graphs, streams, torch.compile, CuPy and JAX
+round trips. Every result is checked against the NumPy reference. Run with ``pytest -m gpu``."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+import deepselect_rt
+from gpu_helpers import to_host, torch_cuda
+
+pytestmark = pytest.mark.gpu
+
+
+def _want(t, k, **kw):
+    return deepselect_rt.topk(to_host(t), k, **kw)
+
+
+def test_cuda_graph_capture_replay_and_other_shapes():
+    torch = torch_cuda()
+    x = torch.randn(64, 50000, device="cuda", dtype=torch.bfloat16)
+    kw = dict(indices_type="int32", nan_policy="sentinel", sorted=True)
+    deepselect_rt.topk(x, 512, **kw)  # warm-up: compile and load outside the capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        vals, idx = deepselect_rt.topk(x, 512, **kw)
+    x.copy_(torch.randn_like(x))
+    graph.replay()
+    torch.cuda.synchronize()
+    np.testing.assert_array_equal(to_host(idx), _want(x, 512, **kw)[1])
+    other = torch.randn(7, 3000, device="cuda", dtype=torch.bfloat16)
+    v2, i2 = deepselect_rt.topk(other, 100, **kw)
+    np.testing.assert_array_equal(to_host(i2), _want(other, 100, **kw)[1])
+    x.copy_(torch.randn_like(x))
+    graph.replay()
+    torch.cuda.synchronize()
+    np.testing.assert_array_equal(to_host(idx), _want(x, 512, **kw)[1])
+    np.testing.assert_array_equal(to_host(vals).view(np.uint16), _want(x, 512, **kw)[0].view(np.uint16))
+
+
+def test_raise_policy_refuses_graph_capture():
+    torch = torch_cuda()
+    x = torch.randn(4, 1000, device="cuda")
+    deepselect_rt.topk(x, 10)
+    graph = torch.cuda.CUDAGraph()
+    with pytest.raises(ValueError, match="capture"):
+        with torch.cuda.graph(graph):
+            deepselect_rt.topk(x, 10, nan_policy="raise")
+
+
+def test_streams_alternating_and_producer_on_side_stream():
+    torch = torch_cuda()
+    s1, s2 = torch.cuda.Stream(), torch.cuda.Stream()
+    base = torch.randn(16, 20000, device="cuda")
+    torch.cuda.synchronize()
+    want = _want(base, 64, nan_policy="propagate")[1]
+    results = []
+    for i in range(1000):
+        stream = s1 if i % 2 else s2
+        with torch.cuda.stream(stream):
+            # The producer runs on this stream right before topk: no host sync in between.
+            x = base * 1.0
+            results.append(deepselect_rt.topk(x, 64, nan_policy="propagate")[1])
+    torch.cuda.synchronize()
+    for r in results[::97] + results[-3:]:
+        np.testing.assert_array_equal(to_host(r), want)
+
+
+def test_explicit_stream_argument():
+    torch = torch_cuda()
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        x = torch.randn(8, 5000, device="cuda")
+    _, idx = deepselect_rt.topk(x, 32, stream=s, nan_policy="propagate")
+    s.synchronize()
+    np.testing.assert_array_equal(to_host(idx), _want(x, 32, nan_policy="propagate")[1])
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_torch_compile_fullgraph_cuda(backend):
+    torch = torch_cuda()
+    x = torch.randn(32, 70000, device="cuda", dtype=torch.bfloat16)
+
+    def f(x):
+        _, idx = deepselect_rt.topk(x * 2, 2048, indices_type=torch.int32, return_value=False,
+                                    nan_policy="sentinel")
+        return idx + 1
+
+    got = torch.compile(f, fullgraph=True, backend=backend)(x)
+    want = _want(x * 2, 2048, indices_type="int32", return_value=False, nan_policy="sentinel")[1] + 1
+    np.testing.assert_array_equal(to_host(got), want)
+
+
+def test_input_on_second_gpu_while_first_is_current():
+    torch = torch_cuda()
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs two GPUs")
+    x = torch.randn(4, 9000, device="cuda:1")
+    with torch.cuda.device(0):
+        v, i = deepselect_rt.topk(x, 50, nan_policy="propagate")
+    assert i.device == x.device and v.device == x.device
+    np.testing.assert_array_equal(to_host(i), _want(x, 50, nan_policy="propagate")[1])
+
+
+def test_cupy_round_trip():
+    cp = pytest.importorskip("cupy")
+    if cp.cuda.runtime.getDeviceCount() == 0:
+        pytest.skip("no CUDA device")
+    x = cp.random.standard_normal((6, 40000), dtype=cp.float32)
+    vals, idx = deepselect_rt.topk(x, 256, sorted=True, nan_policy="propagate")
+    assert isinstance(vals, cp.ndarray) and isinstance(idx, cp.ndarray)
+    want = deepselect_rt.topk(cp.asnumpy(x), 256, sorted=True, nan_policy="propagate")
+    np.testing.assert_array_equal(cp.asnumpy(idx), want[1])
+    np.testing.assert_array_equal(cp.asnumpy(vals), want[0])
+
+
+def test_jax_round_trip():
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    jax = pytest.importorskip("jax")
+    if not any(d.platform == "gpu" for d in jax.devices()):
+        pytest.skip("JAX sees no GPU")
+    import jax.numpy as jnp
+
+    x = jax.random.normal(jax.random.key(0), (5, 30000), dtype=jnp.bfloat16)
+    vals, idx = deepselect_rt.topk(x, 300, sorted=True, indices_type="int32", nan_policy="propagate")
+    assert isinstance(vals, jax.Array) and isinstance(idx, jax.Array)
+    assert list(idx.devices())[0].platform == "gpu"
+    import ml_dtypes
+
+    host = np.asarray(x).astype(ml_dtypes.bfloat16)
+    want = deepselect_rt.topk(host, 300, sorted=True, indices_type="int32", nan_policy="propagate")
+    np.testing.assert_array_equal(np.asarray(idx), want[1])
+    np.testing.assert_array_equal(np.asarray(vals).view(np.uint16), want[0].view(np.uint16))
