@@ -104,8 +104,8 @@ def _row_vector(obj, name: str, x: TensorView) -> TensorView | None:
 def _check_ranges(begin, end, x: TensorView) -> None:
     """Host arrays are checked (no sync needed); device ones are clamped by the kernel."""
     width = x.shape[1]
-    b = host_array(begin) if begin is not None and not begin.is_cuda else None
-    e = host_array(end) if end is not None and not end.is_cuda else None
+    b = host_array(begin) if begin is not None and begin.device_type == "cpu" else None
+    e = host_array(end) if end is not None and end.device_type == "cpu" else None
     if e is not None and len(e) and (e.min() < 0 or e.max() > width):
         raise ValueError(f"end must lie in [0, width={width}], got values in [{e.min()}, {e.max()}]")
     if b is not None and len(b) and b.min() < 0:
@@ -117,7 +117,7 @@ def _check_ranges(begin, end, x: TensorView) -> None:
 
 
 def _check_offsets(offsets, index_dtype: str, x: TensorView) -> None:
-    if offsets is None or offsets.is_cuda or index_dtype != "int32" or x.shape[1] == 0 or x.shape[0] == 0:
+    if offsets is None or offsets.device_type != "cpu" or index_dtype != "int32" or x.shape[1] == 0 or x.shape[0] == 0:
         return
     o = host_array(offsets)
     lo, hi = int(o.min()), int(o.max())

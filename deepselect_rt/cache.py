@@ -346,21 +346,27 @@ class KernelCache:
             _compiles += 1
         with self._lock:
             self.compiles += 1
-        result = nvrtc.compile_cubin(variant, arch, self.source_dir)
+        binary, seconds = self._compile(variant, arch)
         path = None
         writable = self.writable_root()
         if writable is not None:
-            meta = {**fields, "key": key, "size": len(result.cubin),
-                    "sha256": _sha256(result.cubin), "created": time.time(),
-                    "compile_seconds": round(result.seconds, 4)}
+            meta = {**fields, "key": key, "size": len(binary),
+                    "sha256": _sha256(binary), "created": time.time(),
+                    "compile_seconds": round(seconds, 4)}
             try:
-                path = self._store(writable, arch, key, result.cubin, meta)
+                path = self._store(writable, arch, key, binary, meta)
             except OSError as exc:  # disk full, folder removed under us: keep it in memory
                 warnings.warn(f"deepselect-rt: could not store kernel {variant.entry} for {arch} "
                               f"in {writable}: {exc}", RuntimeWarning, stacklevel=3)
         if path is not None and self.max_bytes is not None:
             self.prune(self.max_bytes)
-        return Resolved(result.cubin, key, "compiled", path, result.seconds)
+        return Resolved(binary, key, "compiled", path, seconds)
+
+    def _compile(self, variant, arch: str) -> tuple[bytes, float]:
+        """(binary, compile seconds) of ``variant`` for ``arch``: NVRTC here; another backend's
+        cache overrides only this."""
+        result = nvrtc.compile_cubin(variant, arch, self.source_dir)
+        return result.cubin, result.seconds
 
     def _store(self, root: Path, arch: str, key: str, cubin: bytes, meta: dict) -> Path:
         cubin_path, meta_path = self._entry_paths(root, arch, key)

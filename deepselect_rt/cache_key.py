@@ -4,6 +4,9 @@ Fields: the cache schema, the package version, a digest of every shipped source 
 ``kernels_cu/``, the variant's parameters, the portable NVRTC options (include paths replaced by
 stable tokens, see ``nvrtc.Options``), the arch and the NVRTC version. Machine paths are left out
 so that a cache built by ``warmup --into`` on one machine is found on another.
+
+Other toolchains (the Ascend backend: CANN version and compiler instead of NVRTC's version, its
+own kernels folder and source suffixes) build their fields with ``toolchain_key_fields``.
 """
 
 from __future__ import annotations
@@ -35,15 +38,14 @@ def package_version() -> str:
         return "0+unknown"
 
 
-def _source_files(source_dir: Path) -> list[Path]:
+def _source_files(source_dir: Path, suffixes) -> list[Path]:
     return sorted(p for p in source_dir.rglob("*")
-                  if p.is_file() and p.suffix in config.SOURCE_SUFFIXES
-                  and "__pycache__" not in p.parts)
+                  if p.is_file() and p.suffix in suffixes and "__pycache__" not in p.parts)
 
 
-def source_digest(source_dir: Path) -> str:
+def source_digest(source_dir: Path, suffixes=config.SOURCE_SUFFIXES) -> str:
     """sha256 over the sorted relative paths and contents of every source and header under
-    ``source_dir``.
+    ``source_dir`` (files ending in one of ``suffixes``).
 
     Memoised on the files' (path, size, mtime) so repeated lookups only stat. Raises
     FileNotFoundError when the folder does not exist.
@@ -51,7 +53,7 @@ def source_digest(source_dir: Path) -> str:
     source_dir = Path(source_dir).resolve()
     if not source_dir.is_dir():
         raise FileNotFoundError(f"kernel source folder {source_dir} does not exist")
-    files = _source_files(source_dir)
+    files = _source_files(source_dir, tuple(suffixes))
     signature = tuple((str(p), st.st_size, st.st_mtime_ns) for p in files for st in [p.stat()])
     with _digest_lock:
         memo = _digest_memo.get(source_dir)
@@ -78,15 +80,24 @@ def variant_fields(variant) -> dict:
 
 def key_fields(variant, arch: str, portable_options, nvrtc_version, source_dir: Path) -> dict:
     """The key's inputs, as stored in an entry's metadata (arch already normalised)."""
+    return toolchain_key_fields(variant, arch, portable_options,
+                                {"nvrtc": ".".join(str(x) for x in nvrtc_version)}, source_dir)
+
+
+def toolchain_key_fields(variant, arch: str, portable_options, toolchain: dict, source_dir: Path,
+                         suffixes=config.SOURCE_SUFFIXES) -> dict:
+    """The key's inputs for any compiler: the common fields plus ``toolchain`` (what identifies
+    the compiler, e.g. ``{"nvrtc": "13.0"}`` or ``{"cann": "8.2.RC1", "compiler": "aclrtc"}``),
+    with the sources digested over ``suffixes``."""
     return {
         "schema": config.CACHE_SCHEMA,
         "package": package_version(),
-        "sources": source_digest(source_dir),
+        "sources": source_digest(source_dir, suffixes),
         "variant": variant_fields(variant),
         "entry": variant.entry,
         "options": list(portable_options),
         "arch": arch,
-        "nvrtc": ".".join(str(x) for x in nvrtc_version),
+        **toolchain,
     }
 
 
@@ -96,4 +107,5 @@ def cache_key(fields: dict) -> str:
     return hashlib.sha256(blob).hexdigest()
 
 
-__all__ = ["package_version", "source_digest", "variant_fields", "key_fields", "cache_key"]
+__all__ = ["package_version", "source_digest", "variant_fields", "key_fields", "toolchain_key_fields",
+           "cache_key"]
