@@ -20,6 +20,8 @@ COMMANDS = (
     "deepselect_rt.cli:register_info",
     "deepselect_rt.cli:register_warmup",
     "deepselect_rt.cli:register_cache",
+    "deepselect_rt.check:register",
+    "deepselect_rt.bench_cli:register",
 )
 
 
@@ -136,6 +138,8 @@ def register_warmup(subparsers) -> None:
         description="Compile the default kernel variants with NVRTC into the cache. With --arch "
                     "no GPU or driver is needed; without it the visible GPUs' archs are used.")
     p.add_argument("--arch", help="comma-separated archs, e.g. sm_90a,sm_100a (or 9.0, native)")
+    p.add_argument("--npu-arch", help="comma-separated Ascend NPU archs: dav-2201 (Atlas A2/A3), "
+                                      "dav-3510 (Ascend 950); needs CANN's aclrtc or bisheng")
     p.add_argument("--dtype", action="append", metavar="DTYPE",
                    help="only variants for these input dtypes (comma-separated or repeated)")
     p.add_argument("--k", action="append", metavar="K",
@@ -172,8 +176,11 @@ def _warmup(args, out, err) -> int:
     if args.jobs is not None and args.jobs < 1:
         raise ValueError(f"--jobs {args.jobs}: must be >= 1")
 
-    archs = warmup.resolve_archs(args.arch)
+    archs = warmup.resolve_archs(args.arch) if args.arch or not args.npu_arch else []
     tasks = warmup.plan(archs, dtypes=dtypes or None, ks=ks or None)
+    if args.npu_arch:
+        tasks += warmup.plan_npu(args.npu_arch, dtypes=dtypes or None)
+        archs = list(dict.fromkeys(t.arch for t in tasks))
     if not tasks:
         raise ValueError("no kernel variant matches --dtype/--k")
     root = warmup.check_target(args.into)

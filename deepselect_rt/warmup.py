@@ -78,16 +78,35 @@ def plan(archs: list[str], *, dtypes=None, ks=None) -> list[Task]:
     return [Task(v, a) for a in archs for v in variants]
 
 
-def _cache_for(into: Path | None) -> KernelCache:
+def plan_npu(spec: str, *, dtypes=None) -> list[Task]:
+    """Tasks for the Ascend kernels on the NPU archs of ``spec`` ("dav-2201,dav-3510"), only
+    ``dtypes`` when given. Raises ValueError for an unknown or empty arch list."""
+    from .ascend import variants as npu
+
+    archs = list(dict.fromkeys(npu.normalise_arch(a) for a in spec.split(",") if a.strip()))
+    if not archs:
+        raise ValueError(f"--npu-arch {spec!r} names no architecture")
+    return [Task(v, a) for a in archs for v in npu.default_variants(dtypes)]
+
+
+def _is_npu(arch: str | None) -> bool:
+    return arch is not None and arch.startswith("dav-")
+
+
+def _cache_for(into: Path | None, arch: str | None = None) -> KernelCache:
     # --into fills exactly that root, so nothing else is searched: a kernel found in another
     # layer would otherwise be left out of it.
+    if _is_npu(arch):
+        from .ascend.kernel_cache import ascend_cache
+
+        return ascend_cache(into)
     return KernelCache(into, read_only=[]) if into is not None else default_cache()
 
 
 def _run_task(task: Task, into: Path | None) -> Outcome:
     """One task, in a worker process or inline; every failure becomes an Outcome."""
     try:
-        resolved = _cache_for(into).resolve(task.variant, task.arch)
+        resolved = _cache_for(into, task.arch).resolve(task.variant, task.arch)
     except CompileError as exc:
         return Outcome(task, "failed", error=str(exc).splitlines()[0], log=exc.log)
     except Exception as exc:  # reported per task; the run goes on with the others
@@ -114,11 +133,18 @@ def run(tasks: list[Task], *, jobs: int | None = None, into: Path | None = None,
     jobs: worker processes (default ``os.cpu_count()``; 1 runs inline). into: the cache root to
     fill (default: the user's cache with all its layers). on_done: called with each Outcome as it
     finishes (for progress display). Raises OSError when the target root is not writable,
-    BackendUnavailableError when NVRTC is missing.
+    BackendUnavailableError when NVRTC (CUDA tasks) or CANN's aclrtc/bisheng (NPU tasks) is
+    missing.
     """
     into = Path(into).expanduser() if into is not None else None
     check_target(into)
-    nvrtc.nvrtc_version()  # no NVRTC: fail once, here, rather than once per task
+    # A missing compiler fails once, here, rather than once per task.
+    if any(not _is_npu(t.arch) for t in tasks):
+        nvrtc.nvrtc_version()
+    if any(_is_npu(t.arch) for t in tasks):
+        from .ascend import probe
+
+        probe.require_compiler()
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(tasks)))
     outcomes: dict[Task, Outcome] = {}
 
@@ -140,4 +166,4 @@ def run(tasks: list[Task], *, jobs: int | None = None, into: Path | None = None,
     return [outcomes[t] for t in tasks]
 
 
-__all__ = ["Task", "Outcome", "resolve_archs", "plan", "check_target", "run"]
+__all__ = ["Task", "Outcome", "resolve_archs", "plan", "plan_npu", "check_target", "run"]

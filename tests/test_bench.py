@@ -1,0 +1,192 @@
+"""`deepselect-rt bench`: options, the case sets, saved results and the plot (CPU), and the run
+itself on a GPU machine (marker gpu)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from deepselect_rt import bench, bench_cli, cli, sample_data
+from deepselect_rt.cuda import module
+
+REPO = Path(__file__).resolve().parents[1]
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def has_gpu() -> bool:
+    return bool(module.probe()[0])
+
+
+def run(*args, tmp_path) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    env["DEEPSELECT_RT_CACHE_DIR"] = str(tmp_path / "cache")
+    return subprocess.run([sys.executable, *args], env=env, capture_output=True, text=True, timeout=900)
+
+
+def main(capsys, *args):
+    rc = cli.main(list(args))
+    captured = capsys.readouterr()
+    return rc, captured.out, captured.err
+
+
+def cases_for(*args):
+    return bench_cli._cases(cli.build_parser().parse_args(["bench", *args]))
+
+
+# -- cases --------------------------------------------------------------------------------------
+
+def test_standard_grid():
+    grid = bench.standard_grid()
+    assert all(c.rows * c.width * 2 <= bench.MAX_INPUT_BYTES for c in grid if c.dtype == "bfloat16")
+    assert {c.scenario for c in grid} == {"indexer", "sampler"}
+    quick = bench.standard_grid(quick=True)
+    assert len(quick) >= 6 and set(quick) <= set(grid)
+
+
+def test_filters():
+    cases = cases_for("--dtype", "bfloat16", "--rows", "512,64", "--width", "128K", "--k", "2048", "--k", "512")
+    assert cases and {(c.dtype, c.width) for c in cases} == {("bfloat16", 131072)}
+    assert {c.rows for c in cases} == {512, 64} and {c.k for c in cases} == {512, 2048}
+    assert {c.values for c in cases} == {True, False}
+    skewed = cases_for("--quick", "--dist", "ascending,many_zeros")
+    assert len(skewed) == 2 * len(bench.standard_grid(quick=True))
+    assert {c.dist for c in skewed} == {"ascending", "many_zeros"}
+
+
+def test_real_grid():
+    scores, end = sample_data.indexer_rows()
+    cases = cases_for("--real", "--rows", "64")
+    indexer = [c for c in cases if c.scenario == "indexer"]
+    assert indexer and all(c.dist == "real" and c.width == scores.shape[1] for c in indexer)
+    elements = int(np.resize(end, 64).sum())
+    assert indexer[0].elements == elements < 64 * scores.shape[1]
+    c = indexer[0]
+    assert c.bytes_moved() == elements * 2 + 64 * c.k * 4  # bf16 read, int32 indices, no values
+    assert {c.scenario for c in cases} == {"indexer", "sampler"}
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--dtype", "float64"), "--dtype 'float64'"),
+    (("--rows", "many"), "--rows 'many': expected a positive integer"),
+    (("--k", "0"), "--k '0': must be >= 1"),
+    (("--width", "lots"), "--width 'lots': expected a positive integer"),
+    (("--dist", "weird"), "--dist 'weird'"),
+    (("--rows", "3"), "no case matches the filters"),
+    (("--quick", "--real"), "pass one"),
+    (("--from-json", "x.json", "--quick"), "takes only --plot"),
+    (("--quick", "--json", "/no/such/folder/b.json"), "does not exist"),
+])
+def test_bad_usage_exits_2(capsys, args, message):
+    rc, _, err = main(capsys, "bench", *args)
+    assert rc == 2
+    assert message in err
+
+
+def test_bench_without_gpu_says_so(tmp_path):
+    if has_gpu():
+        pytest.skip("a GPU is visible")
+    result = run("-m", "deepselect_rt.cli", "bench", "--quick", tmp_path=tmp_path)
+    assert result.returncode == 1
+    assert "needs an NVIDIA GPU" in result.stderr and "--from-json" in result.stderr
+
+
+def test_tools_wrapper_passes_through(tmp_path):
+    result = run(str(REPO / "tools" / "bench.py"), "--full", "--rows", "3", tmp_path=tmp_path)
+    assert result.returncode == 2 and "no case matches" in result.stderr
+
+
+# -- saved results and the plot -----------------------------------------------------------------
+
+def crafted_results() -> list[dict]:
+    """A small saved run: two row counts, two widths, two k, values and not, a JAX peer."""
+    out = []
+    for rows in (64, 4096):
+        for width in (16384, 131072, 1048576):
+            for k in (512, 2048):
+                for values in (False, True):
+                    case = bench.Case("indexer", "bfloat16", rows, width, k, "int32", values, False)
+                    ours = case.bytes_moved() / (2.5e12 * min(1, rows / 132)) * 1e6 + 5
+                    r = bench.Result(case, ours, ours * 7, {bench.JAX: ours * 40})
+                    out.append(r.as_dict())
+    sampler = bench.Case("sampler", "float32", 4096, bench.SAMPLER_WIDTH, 512, "int64", True, True)
+    out.append(bench.Result(sampler, 716.0, 5910.0, ours_graph_us=700.0, torch_graph_us=5900.0).as_dict())
+    return out
+
+
+def test_results_round_trip(tmp_path):
+    dicts = crafted_results()
+    results = [bench.Result.from_dict(d) for d in dicts]
+    assert [r.as_dict() for r in results] == dicts
+    path = tmp_path / "b.json"
+    host = bench.HostOverhead("float32 1x1024 k=8", 10_000, 12.0, 8.0)
+    bench.save_json(path, results, host, {"gpu": "NVIDIA H200"})
+    again, host2, meta = bench.load_json(path)
+    assert [r.as_dict() for r in again] == dicts and host2 == host and meta["gpu"] == "NVIDIA H200"
+    old = tmp_path / "old.json"  # tools/bench.py's earlier format: a bare list, no peers
+    old.write_text(json.dumps([{k: v for k, v in dicts[0].items() if k not in ("peers", "elements")}]))
+    assert bench.load_json(old)[0][0].case == results[0].case
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"results": [{"rows": 1}]}')
+    with pytest.raises(ValueError, match="not a deepselect-rt bench JSON"):
+        bench.load_json(bad)
+
+
+def test_plot_from_saved_json(capsys, tmp_path):
+    pytest.importorskip("matplotlib")
+    saved = tmp_path / "bench.json"
+    saved.write_text(json.dumps({"meta": {"gpu": "NVIDIA H200", "date": "2026-11-29"},
+                                 "results": crafted_results(), "host": None}))
+    png = tmp_path / "perf.png"
+    rc, out, err = main(capsys, "bench", "--from-json", str(saved), "--plot", str(png))
+    assert rc == 0, err
+    data = png.read_bytes()
+    assert data.startswith(PNG_SIGNATURE) and len(data) > 10_000
+    assert "bfloat16 4096x1048576 k=512" in out and bench.JAX in out and "plot written" in out
+
+
+def test_from_json_missing_file_fails(capsys, tmp_path):
+    rc, _, err = main(capsys, "bench", "--from-json", str(tmp_path / "none.json"))
+    assert rc == 1 and "none.json" in err
+
+
+# -- on a GPU -----------------------------------------------------------------------------------
+
+def gpu_only():
+    if not has_gpu():
+        pytest.skip("no CUDA device")
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch has no CUDA")
+
+
+@pytest.mark.gpu
+def test_bench_quick_plot_on_gpu(tmp_path):
+    gpu_only()
+    pytest.importorskip("matplotlib")
+    png, saved = tmp_path / "perf.png", tmp_path / "bench.json"
+    result = run("-m", "deepselect_rt.cli", "bench", "--quick", "--plot", str(png), "--json", str(saved),
+                 tmp_path=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    results, _, meta = bench.load_json(saved)
+    assert len(results) == len(bench.standard_grid(quick=True)) and meta["gpu"]
+    assert all(r.ours_us > 0 and r.torch_us > 0 for r in results)
+    assert png.read_bytes().startswith(PNG_SIGNATURE)
+
+
+@pytest.mark.gpu
+def test_bench_real_and_host_on_gpu(tmp_path):
+    gpu_only()
+    saved = tmp_path / "real.json"
+    result = run("-m", "deepselect_rt.cli", "bench", "--real", "--rows", "64", "--host", "--json", str(saved),
+                 tmp_path=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    results, host, _ = bench.load_json(saved)
+    assert {r.case.dist for r in results} == {"real"} and host.ours_us > 0 and host.torch_us > 0
+    assert "host overhead per call" in result.stdout
