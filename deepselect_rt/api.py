@@ -46,13 +46,24 @@ def _integer(value, name: str) -> int:
         raise TypeError(f"{name} must be an integer, got {type(value).__name__}") from None
 
 
+_INDEX_DTYPE_NAMES: dict = {}
+
+
 def _index_dtype(value) -> str:
+    try:
+        return _INDEX_DTYPE_NAMES[value]  # memoised: dtype objects and strings repeat every call
+    except (KeyError, TypeError):
+        pass
     try:
         name = dtypes.canonical(value)
     except TypeError:
         name = None
     if name not in dtypes.INDEX_DTYPES:
         raise TypeError(f"indices_type must be int32 or int64 (a string, NumPy or framework dtype), got {value!r}")
+    try:
+        _INDEX_DTYPE_NAMES[value] = name
+    except TypeError:  # unhashable but valid (some framework dtype wrappers): just not memoised
+        pass
     return name
 
 
@@ -127,10 +138,11 @@ def _check_offsets(offsets, index_dtype: str, x: TensorView) -> None:
 
 
 def _span(v: TensorView) -> tuple[int, int]:
-    """Byte range [start, stop) a 2-D view can touch."""
-    if not all(v.shape):
+    """Byte range [start, stop) a 2-D view can touch (plain arithmetic: this runs per call)."""
+    rows, cols = v.shape
+    if not rows or not cols:
         return v.ptr, v.ptr
-    last = sum((n - 1) * abs(s) for n, s in zip(v.shape, v.strides))
+    last = (rows - 1) * abs(v.strides[0]) + (cols - 1) * abs(v.strides[1])
     return v.ptr, v.ptr + (last + 1) * v.itemsize
 
 
