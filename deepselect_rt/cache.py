@@ -532,15 +532,17 @@ _default_lock = threading.Lock()
 _default: dict = {}
 
 
-def default_cache() -> KernelCache:
-    """The process-wide cache for the current environment (one per distinct configuration, so
-    changing ``DEEPSELECT_RT_CACHE_*`` gives a new one)."""
-    signature = (config.writable_cache_root(), config.prebuilt_cache_root(),
+def default_cache(cls: type | None = None) -> KernelCache:
+    """The process-wide cache of class ``cls`` (default KernelCache; the Ascend backend passes
+    its subclass) for the current environment: one per distinct configuration, so changing
+    ``DEEPSELECT_RT_CACHE_*`` gives a new one."""
+    cls = cls or KernelCache
+    signature = (cls, config.writable_cache_root(), config.prebuilt_cache_root(),
                  tuple(config.extra_cache_paths()), config.cache_max_bytes())
     with _default_lock:
         cache = _default.get(signature)
         if cache is None:
-            cache = _default[signature] = KernelCache()
+            cache = _default[signature] = cls()
         return cache
 
 

@@ -8,11 +8,10 @@ CANN upgrade or a kernel edit misses cleanly.
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 
-from .. import config, resources
-from ..cache import KernelCache
+from .. import resources
+from ..cache import KernelCache, default_cache
 from ..cache_key import cache_key, toolchain_key_fields
 from . import compiler, probe
 from .variants import normalise_arch
@@ -59,22 +58,12 @@ class AscendKernelCache(KernelCache):
         return result.binary, result.seconds
 
 
-_lock = threading.Lock()
-_caches: dict = {}
-
-
 def ascend_cache(into: Path | None = None) -> AscendKernelCache:
     """The process-wide Ascend cache for the current environment, or one that fills exactly the
     root ``into`` (``warmup --into``: nothing else is searched)."""
     if into is not None:
         return AscendKernelCache(into, read_only=[])
-    signature = (config.writable_cache_root(), config.prebuilt_cache_root(),
-                 tuple(config.extra_cache_paths()), config.cache_max_bytes())
-    with _lock:
-        cache = _caches.get(signature)
-        if cache is None:
-            cache = _caches[signature] = AscendKernelCache()
-        return cache
+    return default_cache(AscendKernelCache)
 
 
 __all__ = ["AscendKernelCache", "ascend_cache"]
