@@ -21,6 +21,17 @@ def torch_cuda():
     return torch
 
 
+def cupy_cuda():
+    """CuPy with a usable CUDA device, or skip (no driver raises inside CuPy, not returns 0)."""
+    cp = pytest.importorskip("cupy")
+    try:
+        if cp.cuda.runtime.getDeviceCount() > 0:
+            return cp
+    except Exception:  # cudaErrorInsufficientDriver / NoDevice: CuPy installed, no GPU here
+        pass
+    pytest.skip("no CUDA device for CuPy")
+
+
 def to_device(arr: np.ndarray):
     """A CUDA torch tensor with the same bits as ``arr`` (bfloat16 moved as int16 bits)."""
     torch = torch_cuda()
@@ -69,5 +80,5 @@ def check(x: np.ndarray, k: int, **kw) -> None:
     assert_same(got, want, f"shape={x.shape} dtype={x.dtype} k={k} {sorted(kw)}")
 
 
-__all__ = ["DTYPES", "torch_cuda", "to_device", "to_host", "check", "run_both", "assert_same", "bits",
+__all__ = ["DTYPES", "torch_cuda", "cupy_cuda", "to_device", "to_host", "check", "run_both", "assert_same", "bits",
            "NaNInputError"]

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import deepselect_rt
-from gpu_helpers import to_host, torch_cuda
+from gpu_helpers import cupy_cuda, to_host, torch_cuda
 
 pytestmark = pytest.mark.gpu
 
@@ -106,9 +106,7 @@ def test_input_on_second_gpu_while_first_is_current():
 
 
 def test_cupy_round_trip():
-    cp = pytest.importorskip("cupy")
-    if cp.cuda.runtime.getDeviceCount() == 0:
-        pytest.skip("no CUDA device")
+    cp = cupy_cuda()
     x = cp.random.standard_normal((6, 40000), dtype=cp.float32)
     vals, idx = deepselect_rt.topk(x, 256, sorted=True, nan_policy="propagate")
     assert isinstance(vals, cp.ndarray) and isinstance(idx, cp.ndarray)
