@@ -7,8 +7,12 @@ are plain ``if ... raise`` (they must survive ``python -O``) and all run before 
 from __future__ import annotations
 
 import math
+import numbers
 import operator
 import sys
+from typing import NamedTuple
+
+import numpy as np
 
 from . import dtypes
 from .errors import BackendUnavailableError
@@ -32,9 +36,18 @@ def get_stride_requirement() -> tuple[int, int]:
 
 
 def _flag(value, name: str) -> bool:
-    if not isinstance(value, bool) and type(value).__name__ != "bool_":
+    if not isinstance(value, (bool, np.bool_)):
         raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
     return bool(value)
+
+
+def _real(value, name: str) -> float:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
+    try:
+        return float(value)
+    except OverflowError:
+        raise ValueError(f"{name} {value!r} is out of the float range") from None
 
 
 def _integer(value, name: str) -> int:
@@ -71,6 +84,8 @@ def _nan_policy(nan_policy, abort_when_nan_found) -> str:
     abort = _flag(abort_when_nan_found, "abort_when_nan_found")
     if nan_policy is None:
         return "raise" if abort else "sentinel"
+    if not isinstance(nan_policy, str):
+        raise TypeError(f"nan_policy must be a string or None, got {type(nan_policy).__name__}")
     if nan_policy not in NAN_POLICIES:
         raise ValueError(f"nan_policy must be one of {', '.join(map(repr, NAN_POLICIES))} or None, got {nan_policy!r}")
     return nan_policy
@@ -84,8 +99,6 @@ def _check_input(x: TensorView) -> None:
     rows, width = x.shape
     if width > 1 and rows > 0 and x.strides[1] != 1:
         raise ValueError(f"input's last dimension must have stride 1, got strides {x.strides}")
-    if rows > 1 and x.strides[0] < 0:
-        raise ValueError(f"input's row stride must be non-negative, got {x.strides[0]}")
     if width > INT32_MAX:
         raise ValueError(f"input width must be at most 2**31 - 1, got {width}")
     if x.ptr % x.itemsize:
@@ -128,22 +141,28 @@ def _check_ranges(begin, end, x: TensorView) -> None:
 
 
 def _check_offsets(offsets, index_dtype: str, x: TensorView) -> None:
-    if offsets is None or offsets.device_type != "cpu" or index_dtype != "int32" or x.shape[1] == 0 or x.shape[0] == 0:
+    """Host offsets must keep every valid index in the index type (int64 never wraps either)."""
+    if offsets is None or offsets.device_type != "cpu" or x.shape[1] == 0 or x.shape[0] == 0:
         return
     o = host_array(offsets)
     lo, hi = int(o.min()), int(o.max())
-    if hi + x.shape[1] - 1 > INT32_MAX or lo < -(2**31):
-        raise ValueError(f"output_idx_offset in [{lo}, {hi}] with width {x.shape[1]} overflows int32 "
-                         "indices; pass indices_type='int64'")
+    low, high = _INT_RANGE[index_dtype]
+    if hi + x.shape[1] - 1 > high or lo < low:
+        hint = "; pass indices_type='int64'" if index_dtype == "int32" else ""
+        raise ValueError(f"output_idx_offset in [{lo}, {hi}] with width {x.shape[1]} overflows {index_dtype} "
+                         f"indices{hint}")
 
 
 def _span(v: TensorView) -> tuple[int, int]:
-    """Byte range [start, stop) a 2-D view can touch (plain arithmetic: this runs per call)."""
+    """Byte range [start, stop) a 2-D view can touch, for any signed strides (plain arithmetic:
+    this runs per call)."""
     rows, cols = v.shape
     if not rows or not cols:
         return v.ptr, v.ptr
-    last = (rows - 1) * abs(v.strides[0]) + (cols - 1) * abs(v.strides[1])
-    return v.ptr, v.ptr + (last + 1) * v.itemsize
+    r, c = (rows - 1) * v.strides[0], (cols - 1) * v.strides[1]
+    first = min(r, 0) + min(c, 0)
+    last = max(r, 0) + max(c, 0)
+    return v.ptr + first * v.itemsize, v.ptr + (last + 1) * v.itemsize
 
 
 def _overlaps(a: TensorView, b: TensorView) -> bool:
@@ -153,6 +172,10 @@ def _overlaps(a: TensorView, b: TensorView) -> bool:
 
 def _caller_output(obj, name: str, dtype: str, rows: int, k: int, x: TensorView) -> TensorView:
     view = view_of(obj, name=name)
+    if view.framework == "jax":
+        raise TypeError(f"{name} is a JAX array, which is immutable; leave {name}=None and use the returned array")
+    if not view.writable:
+        raise ValueError(f"{name} is read-only")
     if view.dtype != dtype:
         raise TypeError(f"{name} must have dtype {dtype}, got {view.dtype}")
     if view.shape != (rows, k):
@@ -160,8 +183,8 @@ def _caller_output(obj, name: str, dtype: str, rows: int, k: int, x: TensorView)
     _same_device(view, x, name)
     if k > 1 and view.strides[1] != 1:
         raise ValueError(f"{name}'s last dimension must have stride 1, got strides {view.strides}")
-    if rows > 1 and k > 0 and view.strides[0] < k:
-        raise ValueError(f"{name}'s rows overlap: row stride {view.strides[0]} < topk {k}")
+    if rows > 1 and k > 0 and abs(view.strides[0]) < k:
+        raise ValueError(f"{name}'s rows overlap: |row stride| {abs(view.strides[0])} < topk {k}")
     if _overlaps(view, x):
         raise ValueError(f"{name} must not alias the input")
     return view
@@ -249,11 +272,9 @@ def topk(input, topk, sorted=False, begin=None, end=None, indices_type="int64", 
     if _torch_compiling(input):
         from . import torch_op
 
-        return torch_op.topk(input, topk, sorted=sorted, begin=begin, end=end, indices_type=indices_type,
-                             sorted_index=sorted_index, output_idx=output_idx, output_val=output_val,
-                             output_idx_offset=output_idx_offset, idx_oob_fill_value=idx_oob_fill_value,
-                             value_oob_fill_value=value_oob_fill_value, return_value=return_value,
-                             nan_policy=_nan_policy(nan_policy, abort_when_nan_found))
+        return torch_op.topk(input, topk, sorted, begin, end, indices_type, sorted_index, output_idx, output_val,
+                             output_idx_offset, idx_oob_fill_value, value_oob_fill_value, return_value,
+                             abort_when_nan_found, nan_policy, stream)
     return eager_topk(input, topk, sorted, begin, end, indices_type, sorted_index, output_idx, output_val,
                       output_idx_offset, idx_oob_fill_value, value_oob_fill_value, return_value,
                       abort_when_nan_found, nan_policy, stream)
@@ -265,18 +286,28 @@ def _torch_compiling(obj) -> bool:
     return torch is not None and isinstance(obj, torch.Tensor) and torch.compiler.is_compiling()
 
 
-def eager_topk(input, topk, sorted=False, begin=None, end=None, indices_type="int64", sorted_index=False,
-               output_idx=None, output_val=None, output_idx_offset=None, idx_oob_fill_value=2**31 - 1,
-               value_oob_fill_value=-math.inf, return_value=True, abort_when_nan_found=True,
-               nan_policy=None, stream=None):
-    """``topk`` run now, on real tensors (the torch custom op's implementation calls this; under
-    torch.compile ``topk`` itself goes through that op). Same arguments, results and errors."""
-    x = view_of(input, name="input")
-    _check_input(x)
-    rows, width = x.shape
+class Scalars(NamedTuple):
+    """The non-tensor arguments of a call, checked and normalised."""
+
+    k: int
+    sorted: bool
+    sorted_index: bool
+    return_value: bool
+    index_dtype: str
+    nan_policy: str
+    idx_fill: int
+    val_fill: float
+
+
+def scalar_arguments(topk, sorted, sorted_index, return_value, indices_type, nan_policy, abort_when_nan_found,
+                     idx_oob_fill_value, value_oob_fill_value, output_val) -> Scalars:
+    """Check the non-tensor arguments (the eager path and the torch.compile path share this).
+
+    Raises TypeError/ValueError naming the argument, as ``topk`` documents.
+    """
     k = _integer(topk, "topk")
-    if k < 0:
-        raise ValueError(f"topk must be >= 0, got {k}")
+    if not 0 <= k <= INT32_MAX:
+        raise ValueError(f"topk must be in [0, 2**31 - 1], got {k}")
     sorted_ = _flag(sorted, "sorted")
     sorted_index_ = _flag(sorted_index, "sorted_index")
     if sorted_ and sorted_index_:
@@ -288,15 +319,29 @@ def eager_topk(input, topk, sorted=False, begin=None, end=None, indices_type="in
     lo, hi = _INT_RANGE[index_dtype]
     if not lo <= idx_fill <= hi:
         raise ValueError(f"idx_oob_fill_value {idx_fill} does not fit {index_dtype}")
-    if not isinstance(value_oob_fill_value, (int, float)) or isinstance(value_oob_fill_value, bool):
-        raise TypeError(f"value_oob_fill_value must be a float, got {type(value_oob_fill_value).__name__}")
+    val_fill = _real(value_oob_fill_value, "value_oob_fill_value")
+    if output_val is not None and not return_value_:
+        raise ValueError("output_val was given but return_value=False: pass one or the other")
+    return Scalars(k, sorted_, sorted_index_, return_value_, index_dtype, policy, idx_fill, val_fill)
+
+
+def eager_topk(input, topk, sorted=False, begin=None, end=None, indices_type="int64", sorted_index=False,
+               output_idx=None, output_val=None, output_idx_offset=None, idx_oob_fill_value=2**31 - 1,
+               value_oob_fill_value=-math.inf, return_value=True, abort_when_nan_found=True,
+               nan_policy=None, stream=None):
+    """``topk`` run now, on real tensors (the torch custom op's implementation calls this; under
+    torch.compile ``topk`` itself goes through that op). Same arguments, results and errors."""
+    x = view_of(input, name="input")
+    _check_input(x)
+    rows, width = x.shape
+    sc = scalar_arguments(topk, sorted, sorted_index, return_value, indices_type, nan_policy,
+                          abort_when_nan_found, idx_oob_fill_value, value_oob_fill_value, output_val)
+    k, index_dtype = sc.k, sc.index_dtype
     begin_v = _row_vector(begin, "begin", x)
     end_v = _row_vector(end, "end", x)
     offsets_v = _row_vector(output_idx_offset, "output_idx_offset", x)
     _check_ranges(begin_v, end_v, x)
     _check_offsets(offsets_v, index_dtype, x)
-    if output_val is not None and not return_value_:
-        raise ValueError("output_val was given but return_value=False: pass one or the other")
     out_idx = None if output_idx is None else _caller_output(output_idx, "output_idx", index_dtype, rows, k, x)
     out_val = None if output_val is None else _caller_output(output_val, "output_val", x.dtype, rows, k, x)
     if out_idx is not None and out_val is not None and _overlaps(out_idx, out_val):
@@ -308,18 +353,18 @@ def eager_topk(input, topk, sorted=False, begin=None, end=None, indices_type="in
     if out_idx is None:
         idx_alloc = allocate(x, (rows, k), index_dtype)
         out_idx = idx_alloc.view
-    if return_value_ and out_val is None:
+    if sc.return_value and out_val is None:
         val_alloc = allocate(x, (rows, k), x.dtype)
         out_val = val_alloc.view
     if backend is not None:
         backend.run(TopkRequest(
             x=x, k=k, begin=begin_v, end=end_v, offsets=offsets_v, index_dtype=index_dtype,
-            sorted=sorted_, sorted_index=sorted_index_, return_value=return_value_, nan_policy=policy,
-            idx_fill=idx_fill, val_fill=float(value_oob_fill_value), out_idx=out_idx, out_val=out_val,
+            sorted=sc.sorted, sorted_index=sc.sorted_index, return_value=sc.return_value,
+            nan_policy=sc.nan_policy, idx_fill=sc.idx_fill, val_fill=sc.val_fill, out_idx=out_idx, out_val=out_val,
             stream=stream_handle,
         ))
     indices = idx_alloc.result() if idx_alloc is not None else output_idx
-    if not return_value_:
+    if not sc.return_value:
         return None, indices
     values = val_alloc.result() if val_alloc is not None else output_val
     return values, indices

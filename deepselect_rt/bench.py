@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime, timezone
 from pathlib import Path
 
-from .dtypes import ITEMSIZE
+from .dtypes import INDEX_DTYPES, INPUT_DTYPES, ITEMSIZE
 
 INDEXER_ROWS = (1, 6, 64, 256, 512, 4096)
 INDEXER_WIDTHS = (16384, 65536, 131072, 262144, 1048576)
@@ -125,10 +125,16 @@ class Result:
     @classmethod
     def from_dict(cls, d: dict) -> "Result":
         """Inverse of ``as_dict``; also reads the older files without peers or graph times.
-        Raises KeyError/TypeError for a dict that is not a result."""
+        Raises KeyError/TypeError/ValueError for a dict that is not a valid result."""
         case = Case(**{f.name: d[f.name] for f in fields(Case) if f.name in d})
-        return cls(case, float(d["ours_us"]), float(d["torch_us"]), dict(d.get("peers") or {}),
-                   d.get("ours_graph_us"), d.get("torch_graph_us"), dict(d.get("peer_errors") or {}))
+        if case.dtype not in INPUT_DTYPES or case.index not in INDEX_DTYPES:
+            raise ValueError(f"unknown dtypes {case.dtype!r}, {case.index!r}")
+        times = [float(d["ours_us"]), float(d["torch_us"])]
+        peers = {str(name): float(t) for name, t in dict(d.get("peers") or {}).items()}
+        if min(times + list(peers.values())) <= 0:
+            raise ValueError("times must be positive")
+        return cls(case, times[0], times[1], peers, d.get("ours_graph_us"), d.get("torch_graph_us"),
+                   dict(d.get("peer_errors") or {}))
 
 
 @dataclass(frozen=True)
@@ -418,7 +424,7 @@ def load_json(path) -> tuple[list[Result], HostOverhead | None, dict]:
         results = [Result.from_dict(d) for d in doc["results"]]
         host = HostOverhead(**doc["host"]) if doc.get("host") else None
         return results, host, dict(doc.get("meta") or {})
-    except (KeyError, TypeError, AttributeError, json.JSONDecodeError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError, json.JSONDecodeError) as exc:
         raise ValueError(f"{path}: not a deepselect-rt bench JSON ({type(exc).__name__}: {exc})") from None
 
 

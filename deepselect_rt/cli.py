@@ -266,7 +266,7 @@ def _cache_verify(args, out, err) -> int:
     for p in problems:
         out.print(f"[red]bad[/] {escape(str(p.path))}: {escape(p.reason)}", highlight=False)
     verdict = "all intact" if not problems else f"{len(problems)} problem(s)"
-    fixed = " (bad files in the writable cache deleted)" if args.fix and problems else ""
+    fixed = " (bad files in the writable cache deleted; read-only layers left as they are)" if args.fix and problems else ""
     out.print(f"checked {checked} entr{'y' if checked == 1 else 'ies'}: {verdict}{fixed}")
     return 1 if problems else 0
 
@@ -276,6 +276,9 @@ def _cache_clear(args, out, err) -> int:
     from .cache import default_cache
 
     cache = default_cache()
+    if cache.writable_root() is None:
+        err.print(f"error: the cache root {cache.root} is not writable; nothing was removed", markup=False)
+        return 1
     removed = cache.clear()
     out.print(f"removed {removed.entries} entr{'y' if removed.entries == 1 else 'ies'} "
               f"({config.format_size(removed.freed_bytes)}) from {cache.root}", markup=False)
@@ -287,7 +290,11 @@ def _cache_prune(args, out, err) -> int:
     from .cache import default_cache
 
     limit = config.parse_size(args.max_size, what="--max-size")
-    removed = default_cache().prune(limit)
+    cache = default_cache()
+    if cache.writable_root() is None:
+        err.print(f"error: the cache root {cache.root} is not writable; nothing was pruned", markup=False)
+        return 1
+    removed = cache.prune(limit)
     out.print(f"removed {removed.entries} entr{'y' if removed.entries == 1 else 'ies'}, freed "
               f"{config.format_size(removed.freed_bytes)}; "
               f"{config.format_size(removed.remaining_bytes)} left "

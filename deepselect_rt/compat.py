@@ -8,6 +8,7 @@ Everything else is ``deepselect_rt.topk`` (docs/contract.md).
 from __future__ import annotations
 
 import math
+import sys
 
 from .api import get_stride_requirement
 from .api import topk as _topk
@@ -18,13 +19,12 @@ def topk(input, topk, sorted=False, begin=None, end=None, indices_type=None, sor
          value_oob_fill_value=-math.inf, return_value=True, abort_when_nan_found=True, **extra):
     """deep_select.topk: the top-k of each row of ``input`` (see ``deepselect_rt.topk``).
 
-    ``indices_type=None`` means ``torch.int64``. ``extra`` passes deepselect-rt's own arguments
+    ``indices_type=None`` means ``torch.int64`` (``"int64"`` when torch is not loaded). ``extra`` passes deepselect-rt's own arguments
     (``nan_policy``, ``stream``) through.
     """
     if indices_type is None:
-        import torch
-
-        indices_type = torch.int64
+        torch = sys.modules.get("torch")  # deep_select's default, without importing torch for NumPy callers
+        indices_type = torch.int64 if torch is not None else "int64"
     return _topk(input, topk, sorted=sorted, begin=begin, end=end, indices_type=indices_type,
                  sorted_index=sorted_index, output_idx=output_idx, output_val=output_val,
                  output_idx_offset=output_idx_offset, idx_oob_fill_value=idx_oob_fill_value,

@@ -14,6 +14,12 @@ ITEMSIZE = {"bfloat16": 2, "float16": 2, "float32": 4, "int32": 4, "int64": 8, "
             "int8": 1, "int16": 2, "uint16": 2, "uint32": 4, "uint64": 8, "float64": 8, "bool": 1}
 
 
+# torch-style short names ("half", "long") and the module prefixes a dtype string may carry.
+_ALIASES = {"half": "float16", "float": "float32", "bf16": "bfloat16", "int": "int32", "long": "int64",
+            "double": "float64"}
+_STRING_PREFIXES = ("", "torch", "numpy", "np", "jnp", "jax.numpy", "cupy", "cp", "ml_dtypes")
+
+
 def canonical(dtype) -> str:
     """Return the canonical name of ``dtype``.
 
@@ -22,7 +28,15 @@ def canonical(dtype) -> str:
     ``TypeError`` for anything else.
     """
     if isinstance(dtype, str):
-        name = dtype.rsplit(".", 1)[-1].lower()
+        prefix, _, name = dtype.rpartition(".")
+        if prefix not in _STRING_PREFIXES:
+            raise TypeError(f"unsupported dtype {dtype!r}")
+        name = name.lower()
+        if name not in ITEMSIZE and name not in _ALIASES:
+            try:  # NumPy's own spellings: "i4", "<f4", "float_"
+                name = np.dtype(name).name
+            except TypeError:
+                raise TypeError(f"unsupported dtype {dtype!r}") from None
     elif type(dtype).__module__.startswith("torch"):
         name = str(dtype).rsplit(".", 1)[-1]
     else:
@@ -33,9 +47,7 @@ def canonical(dtype) -> str:
             if inner is None:
                 raise TypeError(f"not a dtype: {dtype!r}") from None
             name = np.dtype(inner).name
-    aliases = {"half": "float16", "float": "float32", "bf16": "bfloat16", "int": "int32",
-               "long": "int64", "double": "float64"}
-    name = aliases.get(name, name)
+    name = _ALIASES.get(name, name)
     if name not in ITEMSIZE:
         raise TypeError(f"unsupported dtype {dtype!r}")
     return name

@@ -47,6 +47,14 @@ CASES = [
     ("out_val_without_values", dict(output_val=np.zeros((4, 3), np.float32), return_value=False), ValueError,
      "return_value"),
     ("stream_type", dict(stream="default"), TypeError, "stream"),
+    ("nan_policy_type", dict(nan_policy=1), TypeError, "nan_policy"),
+    ("topk_too_large", dict(topk=2**31), ValueError, "topk"),
+    ("val_fill_overflow", dict(value_oob_fill_value=10**400), ValueError, "value_oob_fill_value"),
+    ("val_fill_none", dict(value_oob_fill_value=None), TypeError, "value_oob_fill_value"),
+    ("out_idx_read_only", dict(output_idx=np.lib.stride_tricks.as_strided(np.zeros(12, np.int64), (4, 3), (24, 8),
+                                                                         writeable=False)), ValueError, "read-only"),
+    ("offset_int64_overflow", dict(output_idx_offset=np.full(4, 2**63 - 5, np.int64)), ValueError, "output_idx_offset"),
+    ("indices_type_bogus_prefix", dict(indices_type="garbage.int32"), TypeError, "indices_type"),
 ]
 
 
@@ -118,3 +126,38 @@ def test_torch_cpu_round_trip():
 
 def test_stride_requirement():
     assert deepselect_rt.get_stride_requirement() == (16, 16)
+
+
+def test_numpy_scalars_accepted_for_flags_and_fills():
+    want = deepselect_rt.topk(X, 12, sorted=True, value_oob_fill_value=-1.0)
+    got = deepselect_rt.topk(X, 12, sorted=np.bool_(True), value_oob_fill_value=np.float32(-1))
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
+    assert deepselect_rt.topk(X, 2, indices_type="i4")[1].dtype == np.int32
+
+
+def test_negative_row_strides():
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((6, 50)).astype(np.float32)
+    idx = np.zeros((6, 7), np.int64)
+    got = deepselect_rt.topk(x[::-1], 7, sorted=True, output_idx=idx[::-1])
+    want = reference.topk(np.ascontiguousarray(x[::-1]), 7, sorted=True)
+    np.testing.assert_array_equal(got[1], want[1])
+    np.testing.assert_array_equal(idx[::-1], want[1])
+    np.testing.assert_array_equal(got[0], want[0])
+
+
+def test_jax_output_buffers_refused():
+    jnp = pytest.importorskip("jax.numpy")
+    x = jnp.asarray(X)
+    with pytest.raises(TypeError, match="immutable"):
+        deepselect_rt.topk(x, 3, indices_type="int32", output_idx=jnp.zeros((4, 3), jnp.int32))
+
+
+def test_compat_without_torch_default_index_type():
+    script = ("import sys, numpy as np; sys.modules['torch'] = None\n"
+              "import deepselect_rt.compat as ds\n"
+              "v, i = ds.topk(np.arange(8, dtype=np.float32).reshape(2, 4), 2)\n"
+              "print(i.dtype)")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "int64"

@@ -151,6 +151,14 @@ def test_plot_from_saved_json(capsys, tmp_path):
     assert "bfloat16 4096x1048576 k=512" in out and bench.JAX in out and "plot written" in out
 
 
+@pytest.mark.parametrize("change", [{"ours_us": 0}, {"dtype": "float64"}, {"peers": {"jax": "x"}}])
+def test_from_json_rejects_bad_results(capsys, tmp_path, change):
+    saved = tmp_path / "bad.json"
+    saved.write_text(json.dumps([dict(crafted_results()[0], **change)]))
+    rc, _, err = main(capsys, "bench", "--from-json", str(saved))
+    assert rc == 2 and "bad.json" in err and "not a deepselect-rt bench JSON" in err
+
+
 def test_from_json_missing_file_fails(capsys, tmp_path):
     rc, _, err = main(capsys, "bench", "--from-json", str(tmp_path / "none.json"))
     assert rc == 1 and "none.json" in err

@@ -176,3 +176,17 @@ def test_every_command_is_registered():
     for spec in cli.COMMANDS:  # "module:function" strings: other modules add theirs
         module_name, function = spec.split(":")
         assert callable(getattr(__import__(module_name, fromlist=[function]), function))
+
+
+@pytest.mark.parametrize("command", [["cache", "clear"], ["cache", "prune", "--max-size", "0"]])
+def test_cache_maintenance_on_unwritable_root_fails(command, tmp_path):
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        root = Path("/proc/1/deepselect-rt")  # root ignores permission bits; /proc refuses writes
+    else:
+        ro = tmp_path / "ro"
+        ro.mkdir()
+        ro.chmod(0o555)
+        root = ro / "cache"
+    proc = run_cli(*command, DEEPSELECT_RT_CACHE_DIR=str(root))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "not writable" in proc.stderr

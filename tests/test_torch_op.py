@@ -57,6 +57,30 @@ def test_compile_fills_caller_buffers():
     assert v.data_ptr() == val.data_ptr() and i.data_ptr() == idx.data_ptr()
 
 
+@pytest.mark.parametrize("kw,text", [
+    (dict(topk=2.5), "topk must be an integer"),
+    (dict(sorted="no"), "sorted must be a bool"),
+    (dict(value_oob_fill_value="1"), "value_oob_fill_value must be a real number"),
+    (dict(stream="junk"), "stream cannot be passed under torch.compile"),
+    (dict(output_val=torch.zeros(2, 2), return_value=False), "return_value=False"),
+    (dict(topk=-1), "topk must be in"),
+])
+def test_compile_checks_scalar_arguments(kw, text):
+    """torch reports errors raised while tracing as its own exception carrying our message."""
+    args = dict(topk=2)
+    args.update(kw)
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match=text):
+        torch.compile(lambda a: deepselect_rt.topk(a, **args), fullgraph=True, backend="aot_eager")(torch.randn(2, 8))
+
+
+def test_compile_checks_caller_buffers_when_run():
+    torch._dynamo.reset()
+    f = torch.compile(lambda a, o: deepselect_rt.topk(a, 2, output_idx=o), fullgraph=True, backend="aot_eager")
+    with pytest.raises(TypeError, match="output_idx must have dtype int64"):
+        f(torch.randn(2, 8), torch.zeros(2, 2, dtype=torch.int32))
+
+
 def test_custom_op_registered():
     import deepselect_rt.torch_op  # noqa: F401  (registers the op)
 
