@@ -341,6 +341,21 @@ def run_case(case: Case, iters: int = ITERS, jax_peer: bool = False) -> Result:
     return result
 
 
+def per_call_us(fn, calls: int) -> float:
+    """Wall time per call (us) of ``calls`` back-to-back calls of ``fn`` after a warm-up, one
+    CUDA sync at the end (so the GPU's own time counts only when it is the slower side)."""
+    import torch
+
+    for _ in range(100):
+        fn()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - start) / calls * 1e6
+
+
 def host_overhead(calls: int = HOST_CALLS) -> HostOverhead:
     """Wall time per call of ours and torch.topk over ``calls`` calls on a 1 x 1024 float32
     input, k = 8, outputs preallocated, one sync at the end."""
@@ -353,18 +368,8 @@ def host_overhead(calls: int = HOST_CALLS) -> HostOverhead:
     idx = torch.empty(rows, k, dtype=torch.int64, device="cuda")
     val = torch.empty(rows, k, device="cuda")
 
-    def per_call(fn) -> float:
-        for _ in range(100):
-            fn()
-        torch.cuda.synchronize()
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        torch.cuda.synchronize()
-        return (time.perf_counter() - start) / calls * 1e6
-
-    ours = per_call(lambda: deepselect_rt.topk(x, k, output_idx=idx, output_val=val, nan_policy="sentinel"))
-    ref = per_call(lambda: torch.topk(x, k, dim=1, sorted=False, out=(val, idx)))
+    ours = per_call_us(lambda: deepselect_rt.topk(x, k, output_idx=idx, output_val=val, nan_policy="sentinel"), calls)
+    ref = per_call_us(lambda: torch.topk(x, k, dim=1, sorted=False, out=(val, idx)), calls)
     return HostOverhead(f"float32 {rows}x{width} k={k}", calls, ours, ref)
 
 

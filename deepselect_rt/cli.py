@@ -126,7 +126,8 @@ def _print_cached_variants(out, cache, archs, *, for_devices: bool) -> None:
                                           else "(archs present in the cache)")
     table = Table("variant", *archs, title=title)
     for variant in default_variants():
-        table.add_row(variant.entry, *(where(cache.lookup(variant, arch)) for arch in archs))
+        table.add_row(variant.entry, *(where(cache.lookup(variant, arch)) if variant.builds_for(arch) else "n/a"
+                                       for arch in archs))
     out.print(table)
 
 

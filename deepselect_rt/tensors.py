@@ -152,6 +152,42 @@ def allocate(like: TensorView, shape: tuple[int, ...], dtype: str) -> Allocated:
     return Allocated(view_of(_buffer_on(like, shape, dtype), name="output"))
 
 
+def workspace(like: TensorView, nbytes: int, stream: int) -> Allocated:
+    """Uninitialised device scratch of at least ``nbytes`` on ``like``'s CUDA device, for kernels
+    on ``stream``: allocated by torch (or CuPy) with ``stream`` current, so their stream-ordered
+    caching allocators hand it out again only after that stream's work (and from a graph's
+    private pool under capture). Raises BackendUnavailableError when neither is installed."""
+    shape = (-(-nbytes // 4),)
+    module = like.framework if like.framework in _CUDA_ALLOCATORS else None
+    for name in [module] if module else sorted(("torch", "cupy"), key=lambda m: m not in sys.modules):
+        try:
+            return Allocated(view_of(_STREAM_ALLOCATORS[name](shape, like.device_id, stream), name="workspace"))
+        except ImportError:
+            continue
+    raise BackendUnavailableError(f"a split top-k of a {like.framework} CUDA tensor needs torch or cupy "
+                                  "to allocate its workspace")
+
+
+def _torch_workspace(shape, device_id: int, stream: int):
+    import torch
+
+    device = torch.device("cuda", device_id)
+    if torch.cuda.current_stream(device).cuda_stream == stream:
+        return torch.empty(shape, dtype=torch.int32, device=device)
+    with torch.cuda.stream(torch.cuda.ExternalStream(stream, device=device)):
+        return torch.empty(shape, dtype=torch.int32, device=device)
+
+
+def _cupy_workspace(shape, device_id: int, stream: int):
+    import cupy
+
+    with cupy.cuda.Device(device_id), cupy.cuda.ExternalStream(stream, device_id):
+        return cupy.empty(shape, dtype=np.int32)
+
+
+_STREAM_ALLOCATORS = {"torch": _torch_workspace, "cupy": _cupy_workspace}
+
+
 def current_stream(view: TensorView) -> int:
     """The CUDA stream handle the caller expects work on ``view`` to run on.
 

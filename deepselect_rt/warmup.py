@@ -74,8 +74,7 @@ def resolve_archs(spec: str | None) -> list[str]:
 
 def plan(archs: list[str], *, dtypes=None, ks=None) -> list[Task]:
     """Tasks for the default variants on ``archs`` (only ``dtypes`` and ``ks`` when given)."""
-    variants = filter_variants(default_variants(), dtypes=dtypes, ks=ks)
-    return [Task(v, a) for a in archs for v in variants]
+    return [Task(v, a) for a in archs for v in filter_variants(default_variants(a), dtypes=dtypes, ks=ks)]
 
 
 def plan_npu(spec: str, *, dtypes=None) -> list[Task]:

@@ -47,6 +47,18 @@ def to_host(t) -> np.ndarray:
     return t.cpu().numpy()
 
 
+def random_ranges(seed: int, rows: int, width: int, k: int):
+    """(begin, end, offsets) per row, int32: random ranges with the edge cases first (empty,
+    whole row, exactly k, k + 1 from column 1), offsets that fit int32 with the width."""
+    rng = np.random.default_rng(seed)
+    end = rng.integers(0, width + 1, rows).astype(np.int32)
+    end[:4] = [0, width, k, k + 1]
+    begin = (rng.random(rows) * end).astype(np.int32)
+    begin[:4] = [0, 0, 0, 1]
+    offsets = rng.integers(-(2**31) + width, 2**31 - width, rows).astype(np.int32)
+    return begin, end, offsets
+
+
 def bits(a: np.ndarray) -> np.ndarray:
     return a.view(np.uint16 if a.dtype.itemsize == 2 else np.uint32)
 

@@ -125,7 +125,7 @@ def test_warmup_failure_prints_the_nvrtc_log(capsys, tmp_path, monkeypatch):
     shutil.copytree(resources.cuda_source_dir(), broken)
     (broken / "probe.cu").write_text('extern "C" __global__ void DS_ENTRY() { undefined_name; }\n')
     monkeypatch.setattr(resources, "cuda_source_dir", lambda: broken)
-    monkeypatch.setattr(warmup, "default_variants", lambda: [PROBE, V2])
+    monkeypatch.setattr(warmup, "default_variants", lambda arch=None: [PROBE, V2])
     rc, out, err = main(capsys, "warmup", "--arch", "sm_80", "--jobs", "1")
     assert rc == 1
     assert "2 failed" in out
@@ -147,7 +147,7 @@ def test_warmup_into_then_cache_path_compiles_nothing(tmp_path, monkeypatch):
     baked = tmp_path / "baked"
     result = run_cli("warmup", "--arch", "sm_90a", "--into", str(baked))
     assert result.returncode == 0, result.stdout + result.stderr
-    variants = default_variants()
+    variants = default_variants("sm_90a")
     for v in variants:
         assert v.entry in result.stdout
     assert f"{len(variants)} compiled" in result.stdout

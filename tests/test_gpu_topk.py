@@ -12,7 +12,8 @@ import pytest
 
 import deepselect_rt
 from deepselect_rt import distributions
-from gpu_helpers import DTYPES, NaNInputError, assert_same, bits, check, to_device, to_host, torch_cuda
+from gpu_helpers import (DTYPES, NaNInputError, assert_same, bits, check, random_ranges, to_device, to_host,
+                         torch_cuda)
 
 pytestmark = pytest.mark.gpu
 
@@ -68,14 +69,9 @@ def test_distributions(name, dtype, k):
 
 @pytest.mark.parametrize("dtype", list(DTYPES))
 def test_begin_end_and_offsets(dtype):
-    rng = np.random.default_rng(11)
     rows, width, k = 133, 50000, 512
     x = distributions.make("normal", rows, width, dtype, seed=5)
-    end = rng.integers(0, width + 1, rows).astype(np.int32)
-    end[:4] = [0, width, k, k + 1]
-    begin = (rng.random(rows) * end).astype(np.int32)
-    begin[:4] = [0, 0, 0, 1]
-    offsets = rng.integers(-(2**31) + width, 2**31 - width, rows).astype(np.int32)
+    begin, end, offsets = random_ranges(11, rows, width, k)
     for index in ("int32", "int64"):
         check(x, k, begin=begin, end=end, output_idx_offset=offsets, indices_type=index)
         check(x, k, begin=begin.astype(np.int64), end=end.astype(np.int64), sorted=True,

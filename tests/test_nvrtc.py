@@ -17,7 +17,7 @@ pytest.importorskip("cuda.bindings.nvrtc", reason="needs the cu13 extra (cuda-bi
 
 from deepselect_rt import resources  # noqa: E402
 from deepselect_rt.cuda import nvrtc  # noqa: E402
-from deepselect_rt.cuda.variants import PROBE, Variant, all_variants  # noqa: E402
+from deepselect_rt.cuda.variants import PROBE, Variant, default_variants  # noqa: E402
 from deepselect_rt.errors import CompileError  # noqa: E402
 
 ARCHS = ("sm_80", "sm_90a", "sm_100a")
@@ -86,8 +86,9 @@ def assert_cubin_for(cubin: bytes, arch: str, entry: str) -> None:
 
 @pytest.fixture(scope="module")
 def compiled():
-    """{(variant, arch): CompileResult} for every registered variant on ARCHS, in parallel."""
-    tasks = [(v, a) for v in all_variants() for a in ARCHS]
+    """{(variant, arch): CompileResult} for every default variant of each arch of ARCHS, in
+    parallel."""
+    tasks = [(v, a) for a in ARCHS for v in default_variants(a)]
     jobs = min(len(tasks), os.cpu_count() or 1)
     with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
         results = pool.map(nvrtc.compile_cubin, [v for v, _ in tasks], [a for _, a in tasks])
@@ -96,7 +97,7 @@ def compiled():
 
 @pytest.mark.parametrize("arch", ARCHS)
 def test_every_variant_compiles_to_a_cubin_for_its_arch(compiled, arch):
-    for variant in all_variants():
+    for variant in default_variants(arch):
         result = compiled[variant, arch]
         assert result.cubin[:4] == b"\x7fELF"
         assert_cubin_for(result.cubin, arch, variant.entry)

@@ -1,54 +1,129 @@
-"""The CUDA backend: plan, kernel, argument block, launch on the caller's stream.
+"""The CUDA backend: plan, kernels, argument block, launch on the caller's stream.
 
-No host synchronisation and no allocation besides the outputs, so a call can be captured in a
-CUDA graph; the exception is nan_policy="raise", which needs a per-row flag buffer and a sync.
+No host synchronisation, so a call can be captured in a CUDA graph; the exception is
+nan_policy="raise", which needs a per-row flag buffer and a sync. Nothing is allocated besides
+the outputs, except the workspace of a row split on a GPU without clusters (from the caller's
+framework, ordered on the launch stream).
 """
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..errors import NaNInputError
 from ..request import TopkRequest
-from ..tensors import allocate
+from ..tensors import allocate, workspace
 from . import launch, module
 from .context import on_device
 from .module import check
-from .plan import DeviceLimits, Plan, make_plan
+from .plan import DeviceLimits, Plan, make_plan, split_factor
+from .variants import SPLIT_CLUSTER, SPLIT_WORKSPACE
 
 _STATIC_SMEM_LIMIT = 48 * 1024
+# The largest cluster every sm_90+ GPU accepts without opting in.
+_PORTABLE_CLUSTER = 8
 
 
 @dataclass(frozen=True)
 class _Ready:
-    """A plan with its kernel loaded and its shared-memory limit raised on one device."""
+    """A plan with its kernels loaded and configured on one device (handles as ints)."""
 
     plan: Plan
-    kernel: object
+    kernel: int
+    merge: int = 0
 
 
 _ready: dict[tuple, _Ready] = {}
+_limits: dict[int, DeviceLimits] = {}
+_forced: tuple[int, str] | None = None
 
 
-def _prepare(device: int, dtype: str, k: int, few_rows: bool) -> _Ready:
-    """Plan, load and configure once per (device, dtype, k, few_rows); later calls look it up."""
-    info = module.device_info(device)
-    plan = make_plan(dtype, k, few_rows, DeviceLimits(info.sm_count, info.max_shared_memory_per_block_optin))
-    kernel = module.get_kernel(device, plan.variant)
-    if plan.smem > _STATIC_SMEM_LIMIT:
-        from cuda.bindings import driver
+@contextmanager
+def forced_split(split: int, how: str = ""):
+    """For tests and tuning: in the body, every streaming top-k splits each row over ``split``
+    CTAs (1: one CTA per row) through ``how`` (SPLIT_CLUSTER, SPLIT_WORKSPACE, or "" for what
+    the device has), whatever ``split_factor`` would pick. Not thread-safe."""
+    global _forced
+    if how not in ("", SPLIT_CLUSTER, SPLIT_WORKSPACE):
+        raise ValueError(f"how must be '', {SPLIT_CLUSTER!r} or {SPLIT_WORKSPACE!r}, got {how!r}")
+    before, _forced = _forced, (split, how)
+    try:
+        yield
+    finally:
+        _forced = before
 
-        dev = check(driver.cuDeviceGet(device), "cuDeviceGet")
-        attr = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-        check(driver.cuKernelSetAttribute(attr, plan.smem, kernel, dev), "cuKernelSetAttribute")
-    return _Ready(plan, kernel)
+
+def device_limits(device: int) -> DeviceLimits:
+    limits = _limits.get(device)
+    if limits is None:
+        info = module.device_info(device)
+        limits = _limits[device] = DeviceLimits(info.sm_count, info.max_shared_memory_per_block_optin,
+                                                info.cluster_launch)
+    return limits
+
+
+def _load(device: int, variant, smem: int) -> int:
+    kernel = module.get_kernel(device, variant)
+    if smem > _STATIC_SMEM_LIMIT:
+        _set_attribute(device, kernel, "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES", smem)
+    return kernel
+
+
+def _set_attribute(device: int, kernel, name: str, value: int) -> None:
+    from cuda.bindings import driver
+
+    dev = check(driver.cuDeviceGet(device), "cuDeviceGet")
+    attr = getattr(driver.CUfunction_attribute, name)
+    check(driver.cuKernelSetAttribute(attr, value, kernel, dev), f"cuKernelSetAttribute({name})")
+
+
+def _clusters_fit(kernel, plan: Plan) -> bool:
+    """Whether at least one cluster of plan.split CTAs of ``kernel`` can be resident."""
+    from cuda.bindings import driver
+
+    config = driver.CUlaunchConfig()
+    config.gridDimX, config.blockDimX, config.sharedMemBytes = plan.split, plan.threads, plan.smem
+    config.gridDimY = config.gridDimZ = config.blockDimY = config.blockDimZ = 1
+    attr = driver.CUlaunchAttribute()
+    attr.id = driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+    attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = plan.split, 1, 1
+    config.attrs, config.numAttrs = [attr], 1
+    function = check(driver.cuKernelGetFunction(kernel), "cuKernelGetFunction")
+    err, count = driver.cuOccupancyMaxActiveClusters(function, config)
+    return int(err) == 0 and count > 0
+
+
+def _prepare(device: int, dtype: str, k: int, few_rows: bool, split: int, how: str) -> _Ready:
+    """Plan, load and configure once per key; a cluster the GPU cannot hold is halved."""
+    limits = device_limits(device)
+    while True:
+        plan = make_plan(dtype, k, few_rows, limits, split, how)
+        kernel = _load(device, plan.variant, plan.smem)
+        if plan.how != SPLIT_CLUSTER:
+            break
+        if plan.split > _PORTABLE_CLUSTER:
+            _set_attribute(device, kernel, "CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED", 1)
+        if _clusters_fit(kernel, plan):
+            break
+        split //= 2
+    merge = _load(device, plan.merge, plan.smem) if plan.merge else None
+    return _Ready(plan, int(kernel), int(merge) if merge else 0)
 
 
 def _launch(req: TopkRequest, ready: _Ready, nan_flags_ptr: int = 0) -> None:
-    launch.launch(ready.kernel, req.rows, ready.plan.threads, ready.plan.smem, req.stream,
-                  launch.pack(req, nan_flags_ptr))
+    plan = ready.plan
+    if plan.how == SPLIT_WORKSPACE:
+        ws = workspace(req.x, 8 * req.rows * plan.split * req.k, req.stream)
+        params = launch.pack(req, nan_flags_ptr, plan.split, ws.view.ptr)
+        launch.launch(ready.kernel, req.rows * plan.split, plan.threads, plan.smem, req.stream, params)
+        launch.launch(ready.merge, req.rows, plan.threads, plan.smem, req.stream, params)
+        return
+    params = launch.pack(req, nan_flags_ptr, plan.split)
+    launch.launch(ready.kernel, req.rows * plan.split, plan.threads, plan.smem, req.stream, params,
+                  plan.split if plan.how == SPLIT_CLUSTER else 1)
 
 
 def _raise_on_nan(req: TopkRequest, ready: _Ready) -> None:
@@ -73,11 +148,16 @@ def run(req: TopkRequest) -> None:
     """Launch top-k for ``req`` on its stream, on the input's device."""
     device = req.x.device_id
     with on_device(device):
-        few_rows = req.rows < module.device_info(device).sm_count
-        key = (device, req.x.dtype, req.k, few_rows)
+        limits = device_limits(device)
+        rows = req.rows
+        if _forced is None:
+            split, how = split_factor(rows, req.width, req.k, limits.sm_count), ""
+        else:
+            split, how = _forced
+        key = (device, req.x.dtype, req.k, rows < limits.sm_count, split, how)
         ready = _ready.get(key)
         if ready is None:
-            ready = _ready[key] = _prepare(device, req.x.dtype, req.k, few_rows)
+            ready = _ready[key] = _prepare(device, *key[1:])
         if req.nan_policy == "raise":
             _raise_on_nan(req, ready)
         else:

@@ -1,8 +1,14 @@
-"""The kernel argument block (kernels_cu/common/params.cuh) and the driver launch call."""
+"""The kernel argument block (kernels_cu/common/params.cuh) and the driver launch calls.
+
+Launches go straight to the driver's ``cuLaunchKernel`` / ``cuLaunchKernelEx`` through ctypes
+function pointers from ``cuGetProcAddress``: the argument block is one packed struct, so a launch
+is a single foreign call with no per-argument conversion.
+"""
 
 from __future__ import annotations
 
 import ctypes
+import threading
 from functools import lru_cache
 
 import numpy as np
@@ -14,11 +20,11 @@ F_SORTED, F_IDX64, F_BEGIN64, F_END64, F_OFF64, F_VALUES, F_NAN_SENTINEL = 1, 2,
 
 _FIELDS = ("x", "row_stride", "rows", "width", "k", "begin", "end", "offsets", "out_idx",
            "idx_row_stride", "out_val", "val_row_stride", "flags", "idx_fill", "val_fill_bits",
-           "nan_flags")
+           "nan_flags", "split", "workspace")
 
 
 class Params(ctypes.Structure):
-    """Mirror of ``struct Params``: sixteen 8-byte fields, no padding."""
+    """Mirror of ``struct Params``: eighteen 8-byte fields, no padding."""
 
     _fields_ = [(name, ctypes.c_uint64) for name in _FIELDS]
 
@@ -34,8 +40,9 @@ def _fill_bits(value: float, dtype: str) -> int:
     return int(arr.view(np.uint16 if arr.itemsize == 2 else np.uint32)[0])
 
 
-def pack(req: TopkRequest, nan_flags_ptr: int = 0) -> Params:
-    """The argument block for ``req`` (pointers and strides from its views)."""
+def pack(req: TopkRequest, nan_flags_ptr: int = 0, split: int = 1, workspace: int = 0) -> Params:
+    """The argument block for ``req`` (pointers and strides from its views); ``split`` CTAs per
+    row meeting through ``workspace`` (a device pointer, 0 for none)."""
     flags = F_SORTED * req.sorted | F_IDX64 * (req.index_dtype == "int64")
     flags |= F_VALUES * req.return_value | F_NAN_SENTINEL * (req.nan_policy == "sentinel")
     for view, bit in ((req.begin, F_BEGIN64), (req.end, F_END64), (req.offsets, F_OFF64)):
@@ -48,15 +55,74 @@ def pack(req: TopkRequest, nan_flags_ptr: int = 0) -> Params:
         req.x.ptr, _u64(req.x.strides[0]), rows, width, req.k, opt(req.begin), opt(req.end), opt(req.offsets),
         req.out_idx.ptr, _u64(req.out_idx.strides[0]), opt(req.out_val),
         0 if req.out_val is None else _u64(req.out_val.strides[0]), flags, _u64(req.idx_fill),
-        _fill_bits(req.val_fill, req.x.dtype), nan_flags_ptr,
+        _fill_bits(req.val_fill, req.x.dtype), nan_flags_ptr, split, workspace,
     )
 
 
-def launch(kernel, grid: int, threads: int, smem: int, stream: int, params: Params) -> None:
-    """cuLaunchKernel with the one-struct argument list; raises RuntimeError on a driver error."""
+class _LaunchAttribute(ctypes.Structure):
+    """``CUlaunchAttribute``: an id, padding to 8 bytes, a 64-byte value union."""
+
+    _fields_ = [("id", ctypes.c_int), ("pad", ctypes.c_char * 4), ("value", ctypes.c_uint * 16)]
+
+
+class _LaunchConfig(ctypes.Structure):
+    """``CUlaunchConfig``."""
+
+    _fields_ = [("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3), ("smem", ctypes.c_uint),
+                ("stream", ctypes.c_void_p), ("attrs", ctypes.POINTER(_LaunchAttribute)),
+                ("num_attrs", ctypes.c_uint)]
+
+
+_CLUSTER_DIMENSION = 4  # CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+_u = ctypes.c_uint
+_LAUNCH = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, _u, _u, _u, _u, _u, _u, _u, ctypes.c_void_p,
+                           ctypes.c_void_p, ctypes.c_void_p)
+_LAUNCH_EX = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(_LaunchConfig), ctypes.c_void_p, ctypes.c_void_p,
+                              ctypes.c_void_p)
+_entry_points: list = []
+_entry_lock = threading.Lock()
+
+
+def _driver_entry_points():
+    """(cuLaunchKernel, cuLaunchKernelEx) as ctypes functions, looked up once."""
+    if not _entry_points:
+        from cuda.bindings import driver
+
+        from .module import check
+
+        with _entry_lock:
+            if not _entry_points:
+                found = []
+                for name, proto in ((b"cuLaunchKernel", _LAUNCH), (b"cuLaunchKernelEx", _LAUNCH_EX)):
+                    pfn, _ = check(driver.cuGetProcAddress(name, 12000, 0), f"cuGetProcAddress({name.decode()})")
+                    if not int(pfn):
+                        raise RuntimeError(f"the CUDA driver has no {name.decode()}")
+                    found.append(proto(int(pfn)))
+                _entry_points.extend(found)
+    return _entry_points
+
+
+def _raise_launch_error(err: int, what: str) -> None:
     from cuda.bindings import driver
 
+    name = driver.cuGetErrorName(driver.CUresult(err))[1].decode()
+    raise RuntimeError(f"{what} failed: {name}")
+
+
+def launch(kernel: int, grid: int, threads: int, smem: int, stream: int, params: Params, cluster: int = 1) -> None:
+    """Launch ``kernel`` (a CUkernel handle as int) with the one-struct argument list on ``stream``;
+    ``cluster`` > 1 groups consecutive CTAs into thread-block clusters of that size. Raises
+    RuntimeError with the driver's error name."""
+    launch_kernel, launch_kernel_ex = _driver_entry_points()
     argv = (ctypes.c_void_p * 1)(ctypes.addressof(params))
-    (err,) = driver.cuLaunchKernel(kernel, grid, 1, 1, threads, 1, 1, smem, stream, ctypes.addressof(argv), 0)
-    if err != driver.CUresult.CUDA_SUCCESS:
-        raise RuntimeError(f"cuLaunchKernel failed: {driver.cuGetErrorName(err)[1].decode()}")
+    if cluster == 1:
+        err = launch_kernel(kernel, grid, 1, 1, threads, 1, 1, smem, stream, argv, None)
+        if err:
+            _raise_launch_error(err, "cuLaunchKernel")
+        return
+    attr = _LaunchAttribute(_CLUSTER_DIMENSION)
+    attr.value[0], attr.value[1], attr.value[2] = cluster, 1, 1
+    config = _LaunchConfig((grid, 1, 1), (threads, 1, 1), smem, stream, ctypes.pointer(attr), 1)
+    err = launch_kernel_ex(ctypes.byref(config), kernel, argv, None)
+    if err:
+        _raise_launch_error(err, "cuLaunchKernelEx")

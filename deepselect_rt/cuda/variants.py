@@ -25,6 +25,7 @@ class Variant:
         the family does not depend on k.
     threads: threads per CTA (the kernel is compiled with this as its launch bound).
     extra: further (name, value) defines, sorted, for family-specific tuning.
+    min_sm: the oldest arch (as 80, 90, ...) the source compiles for; 0 for every arch.
     """
 
     family: str
@@ -32,6 +33,7 @@ class Variant:
     kmax: int = 0
     threads: int = 256
     extra: tuple = field(default=())
+    min_sm: int = 0
 
     @property
     def source(self) -> str:
@@ -54,6 +56,15 @@ class Variant:
     def describe(self) -> str:
         return self.entry
 
+    def builds_for(self, arch: str) -> bool:
+        """Whether the variant exists for ``arch`` (e.g. "sm_90a"): clusters need sm_90."""
+        return arch_number(arch) >= self.min_sm
+
+
+def arch_number(arch: str) -> int:
+    """90 for "sm_90a", 120 for "sm_120"."""
+    return int(arch.removeprefix("sm_").rstrip("abf"))
+
 
 PROBE = Variant("probe")
 
@@ -70,12 +81,30 @@ STREAM_TUNING = {256: (256, 2, 3), 512: (256, 2, 3), 1024: (256, 2, 3), 2048: (5
 FEW_ROWS_TUNING = (512, 2, 2)
 LARGE_THREADS = 512
 
+# How a split row's slices meet (kernels_cu/topk_stream.cu, DS_SPLIT): in a thread-block
+# cluster through distributed shared memory (sm_90+), or through a global workspace and a
+# second launch (kernels_cu/topk_merge.cu).
+SPLIT_CLUSTER, SPLIT_WORKSPACE = "cluster", "workspace"
+_SPLIT_CODE = {"": 0, SPLIT_CLUSTER: 1, SPLIT_WORKSPACE: 2}
 
-def stream_variant(dtype: str, kmax: int, few_rows: bool = False) -> Variant:
+
+def stream_variant(dtype: str, kmax: int, few_rows: bool = False, split: str = "") -> Variant:
     """The one-pass streaming kernel (kernels_cu/topk_stream.cu) for k <= kmax, tuned for
-    batches of fewer rows than SMs when ``few_rows``."""
+    batches of fewer rows than SMs when ``few_rows`` or ``split`` (SPLIT_CLUSTER or
+    SPLIT_WORKSPACE: each CTA streams one slice of a row)."""
+    few_rows = few_rows or bool(split)
     threads, loads, min_ctas = FEW_ROWS_TUNING if few_rows else STREAM_TUNING[kmax]
-    return Variant("topk_stream", dtype, kmax, threads, (("DS_LOADS", loads), ("DS_MIN_CTAS", min_ctas)))
+    extra = (("DS_LOADS", loads), ("DS_MIN_CTAS", min_ctas))
+    if split:
+        extra += (("DS_SPLIT", _SPLIT_CODE[split]),)
+    return Variant("topk_stream", dtype, kmax, threads, extra, 90 if split == SPLIT_CLUSTER else 0)
+
+
+def merge_variant(dtype: str, kmax: int) -> Variant:
+    """The second launch of a SPLIT_WORKSPACE row (kernels_cu/topk_merge.cu); its candidate
+    buffer matches the split variant's."""
+    threads, loads, _ = FEW_ROWS_TUNING
+    return Variant("topk_merge", dtype, kmax, threads, (("DS_LOADS", loads),))
 
 
 def large_variant(dtype: str) -> Variant:
@@ -83,17 +112,19 @@ def large_variant(dtype: str) -> Variant:
     return Variant("topk_large", dtype, 0, LARGE_THREADS)
 
 
-def default_variants() -> list[Variant]:
-    """What ``warmup`` builds: every variant the shipped dispatcher can pick."""
+def default_variants(arch: str | None = None) -> list[Variant]:
+    """What ``warmup`` builds: every variant the shipped dispatcher can pick on ``arch`` (on
+    any arch when None): split rows use clusters from sm_90 on, a workspace before."""
     out = [PROBE]
     for dtype in INPUT_DTYPES:
-        out += [stream_variant(dtype, kmax, few) for kmax in STREAM_KMAX for few in (False, True)]
+        for kmax in STREAM_KMAX:
+            out += [stream_variant(dtype, kmax, few) for few in (False, True)]
+            if arch is None or arch_number(arch) >= 90:
+                out.append(stream_variant(dtype, kmax, split=SPLIT_CLUSTER))
+            if arch is None or arch_number(arch) < 90:
+                out += [stream_variant(dtype, kmax, split=SPLIT_WORKSPACE), merge_variant(dtype, kmax)]
         out.append(large_variant(dtype))
     return list(dict.fromkeys(out))  # the few-rows tuning may equal a bucket's own
-
-
-def all_variants() -> list[Variant]:
-    return default_variants()
 
 
 def filter_variants(variants, *, dtypes=None, ks=None) -> list[Variant]:
@@ -108,5 +139,6 @@ def filter_variants(variants, *, dtypes=None, ks=None) -> list[Variant]:
     return out
 
 
-__all__ = ["Variant", "PROBE", "default_variants", "all_variants", "filter_variants",
-           "DTYPE_CODE", "INPUT_DTYPES"]
+__all__ = ["Variant", "PROBE", "default_variants", "filter_variants",
+           "DTYPE_CODE", "INPUT_DTYPES", "SPLIT_CLUSTER", "SPLIT_WORKSPACE", "stream_variant",
+           "merge_variant", "large_variant", "arch_number"]

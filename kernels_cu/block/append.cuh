@@ -24,10 +24,10 @@ struct StepCounter {
     }
 };
 
-// Appends the elements of bits[0..N) flagged in `pass` (bit e for element e, column col0 + e).
+// Appends the entries flagged in `pass` (bit e for entry e, whose composite is comp(e)).
 // Must be called by every lane of the warp.
-template <int N>
-__device__ __forceinline__ void warp_append(const bits_t (&bits)[N], u32 col0, u32 pass, u64* buf, u32 base, u32* counter) {
+template <int N, class Comp>
+__device__ __forceinline__ void warp_append(Comp comp, u32 pass, u64* buf, u32 base, u32* counter) {
     const u32 n = __popc(pass);
     if (!__any_sync(DS_FULL_MASK, n)) return;
     const u32 incl = warp_inclusive_sum(n);
@@ -37,5 +37,5 @@ __device__ __forceinline__ void warp_append(const bits_t (&bits)[N], u32 col0, u
     u32 pos = base + start + incl - n;
 #pragma unroll
     for (int e = 0; e < N; ++e)
-        if (pass >> e & 1) buf[pos++] = make_comp(key_of(bits[e]), col0 + e);
+        if (pass >> e & 1) buf[pos++] = comp(e);
 }

@@ -20,6 +20,8 @@ struct Params {
     i64 idx_fill;
     u64 val_fill_bits;      // the fill value's bit pattern in the input dtype
     int* nan_flags;         // (rows,) set to 1 for rows holding NaN, or null
+    i64 split;              // CTAs per row (split rows), else 1
+    void* workspace;        // (rows, split, k) composites between split launches, or null
 };
 
 #define DS_F_SORTED 1

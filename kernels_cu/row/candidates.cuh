@@ -1,0 +1,72 @@
+// The candidate buffer of the streaming kernels: its size, the select that keeps it from
+// overflowing, and merging composites produced elsewhere (another CTA's slice of the row).
+//
+// Compile-time parameters: DS_KMAX (largest k served), DS_THREADS, DS_LOADS (16-byte vector
+// loads in flight per thread).
+#pragma once
+#include "common/keys.cuh"
+#include "block/append.cuh"
+#include "block/radix_select.cuh"
+
+#ifndef DS_LOADS
+#define DS_LOADS 4
+#endif
+
+constexpr int NT = DS_THREADS;
+constexpr int BLOCK = NT * DS_VEC * DS_LOADS;  // elements of one block, appended at most per step
+// Candidate buffer entries: k kept after a select, at least DS_KMAX free before the next one,
+// and room for a whole block (deepselect_rt/cuda/plan.py mirrors this size). A larger buffer
+// measured slower on the H200: 4096 more entries cost 13% at 4096 x 1M, k = 512 (fewer CTAs per
+// SM), and 4x or 8x the room for few rows gained at most 2 us at k = 512 and lost up to 50% at
+// k = 2048 (docs/benchmarks.md).
+constexpr int CAP = 2 * DS_KMAX + BLOCK;
+
+struct Shared {
+    u64 buf[CAP];
+    SelectScratch sel;
+    u32 steps[3];
+};
+
+// While streaming, a select may keep up to DS_KMAX / 2 extra candidates: a looser threshold
+// costs a few more appends but saves the radix passes over the column bits.
+constexpr u32 STREAM_SLACK = DS_KMAX / 2;
+
+// Keeps the best of the buffer when the next block could overflow it; updates T and its floor.
+__device__ __forceinline__ void maybe_select(Shared& sh, StepCounter& cnt, u32 k, u64& thr, float& floor) {
+    if (cnt.base <= (u32)(CAP - BLOCK)) return;
+    thr = radix_select<NT>(sh.buf, cnt.base, k, STREAM_SLACK, sh.sel);
+    cnt.base = compact_at_least<NT, 4>(sh.buf, cnt.base, thr, sh.sel);
+    floor = threshold_floor(thr);
+}
+
+// Keeps exactly the k best of the buffer's m (all when m <= k, leaving T as it is, else T
+// becomes the k-th best); returns how many remain.
+__device__ __forceinline__ u32 select_exact(Shared& sh, u32 m, u32 k, u64& thr) {
+    if (m <= k) return m;
+    thr = radix_select<NT>(sh.buf, m, k, 0, sh.sel);
+    return compact_at_least<NT, 4>(sh.buf, m, thr, sh.sel);
+}
+
+// Appends the composites fetch(0 .. count) that reach T (0 means "no element" and never
+// does), up to a block's worth per step, selecting whenever the buffer could overflow.
+template <class Fetch>
+__device__ __forceinline__ void merge_candidates(Shared& sh, StepCounter& cnt, u32 k, u64& thr, float& floor,
+                                                 u32 count, Fetch fetch) {
+    constexpr int R = BLOCK / NT < 8 ? BLOCK / NT : 8;  // 8 composites per thread: no spills
+    for (u32 base = 0; base < count; base += R * NT) {
+        u64 c[R];
+        u32 pass = 0;
+        const u64 t = thr ? thr : 1;
+#pragma unroll
+        for (int j = 0; j < R; ++j) {
+            const u32 i = base + j * NT + threadIdx.x;
+            c[j] = i < count ? fetch(i) : 0;
+            if (c[j] >= t) pass |= 1u << j;
+        }
+        cnt.prepare();
+        warp_append<R>([&](int j) { return c[j]; }, pass, sh.buf, cnt.base, cnt.current());
+        __syncthreads();
+        cnt.finish();
+        maybe_select(sh, cnt, k, thr, floor);
+    }
+}

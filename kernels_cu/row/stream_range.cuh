@@ -1,0 +1,94 @@
+// Streaming a column range of a row through the threshold filter into the candidate buffer.
+//
+// The range is read once in blocks of DS_LOADS x DS_THREADS 16-byte vectors, visited in a fixed
+// pseudo-random order (so no data order makes it slow). Each element is tested against the
+// running threshold T (a composite: key, then lower column); survivors are appended to the
+// buffer, and a radix select raises T whenever the next block could overflow it.
+#pragma once
+#include "row/candidates.cuh"
+#include "row/vector_filter.cuh"
+
+// A stride in [1, n) coprime with n (n > 1) that spreads consecutive visits across the range.
+__device__ __forceinline__ u32 visit_stride(u32 n) {
+    u32 s = (n * 5u) / 8u | 1u;
+    for (;;) {
+        u32 a = s, b = n;
+        while (b) { u32 t = a % b; a = b; b = t; }
+        if (a == 1) return s % n;
+        s += 2;
+    }
+}
+
+__device__ __forceinline__ void load_block(Vec (&v)[DS_LOADS], const uint4* vrow, u32 v0, u32 nvec) {
+#pragma unroll
+    for (int u = 0; u < DS_LOADS; ++u) {
+        const u32 vi = v0 + u * NT + threadIdx.x;
+        if (vi < nvec) v[u].v = __ldcs(vrow + vi);
+    }
+}
+
+// Filters columns [lo, lo + n) of xrow into sh.buf (counted by cnt, which starts empty);
+// on return T (thr) is a valid lower bound of the range's k-th best.
+__device__ __forceinline__ void stream_range(Shared& sh, StepCounter& cnt, const bits_t* xrow, u32 lo, u32 n,
+                                             u32 k, u64& thr) {
+    // Split [lo, lo + n) into an unaligned head, 16-byte vectors, and a tail.
+    const u32 mis = (u32)(((u64)(xrow + lo) & 15) / DS_ELEM_BYTES);
+    const u32 head = mis ? min(n, (u32)DS_VEC - mis) : 0;
+    const u32 nvec = (n - head) / DS_VEC;
+    const u32 body = lo + head;
+    const u32 tail = n - head - nvec * DS_VEC;
+
+    // Edge elements first (at most 2 * (DS_VEC - 1)), one per thread: all pass while T is 0.
+    {
+        const u32 t = threadIdx.x;
+        bits_t b = 0;
+        u32 col = 0, pass = 0;
+        if (t < head + tail) {
+            col = t < head ? lo + t : body + nvec * DS_VEC + (t - head);
+            b = xrow[col];
+            pass = 1;
+        }
+        cnt.prepare();
+        warp_append<1>([&](int) { return make_comp(key_of(b), col); }, pass, sh.buf, cnt.base, cnt.current());
+        __syncthreads();
+        cnt.finish();
+    }
+
+    const uint4* vrow = (const uint4*)(xrow + body);
+    const u32 per_block = DS_LOADS * NT;
+    const u32 nblocks = (nvec + per_block - 1) / per_block;
+    const u32 stride = nblocks > 1 ? visit_stride(nblocks) : 0;
+    float floor = threshold_floor(thr);
+    // Blocks alternate between two register sets, so the next block's loads are in flight while
+    // this one is filtered, with no copy between the sets (a copy made the compiler wait for the
+    // loads right where they were issued).
+    Vec a[DS_LOADS], b[DS_LOADS];
+    const auto advance = [&](u32 blk) { return blk + stride >= nblocks ? blk + stride - nblocks : blk + stride; };
+    // One barrier per block: the buffer always has room for a whole block's survivors.
+    const auto process = [&](const Vec (&v)[DS_LOADS], u32 blk) {
+        cnt.prepare();
+#pragma unroll
+        for (int u = 0; u < DS_LOADS; ++u) {
+            const u32 vi = blk * per_block + u * NT + threadIdx.x;
+            const u32 col0 = body + vi * DS_VEC;
+            const u32 pass = vi < nvec ? filter(v[u], col0, thr, floor) : 0;
+            warp_append<DS_VEC>([&](int e) { return make_comp(key_of(v[u].b[e]), col0 + e); }, pass, sh.buf,
+                                cnt.base, cnt.current());
+        }
+        __syncthreads();
+        cnt.finish();
+        maybe_select(sh, cnt, k, thr, floor);
+    };
+    u32 blk = 0;
+    if (nblocks) load_block(a, vrow, 0, nvec);
+    for (u32 j = 0; j < nblocks; j += 2) {
+        const u32 blk_b = advance(blk);
+        if (j + 1 < nblocks) load_block(b, vrow, blk_b * per_block, nvec);
+        process(a, blk);
+        if (j + 1 == nblocks) break;
+        const u32 blk_a = advance(blk_b);
+        if (j + 2 < nblocks) load_block(a, vrow, blk_a * per_block, nvec);
+        process(b, blk_b);
+        blk = blk_a;
+    }
+}

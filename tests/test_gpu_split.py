@@ -1,0 +1,121 @@
+"""Rows split over several CTAs (issue 5): thread-block clusters (sm_90+) and the workspace +
+merge launch (every GPU), forced through ``backend.forced_split`` and compared bit for bit with
+the NumPy reference, plus the automatic rule around its switch points.
+
+Run on a GPU machine: ``pytest -m gpu``. Skips without CUDA.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import deepselect_rt
+from deepselect_rt import distributions
+from deepselect_rt.cuda import backend, module
+from deepselect_rt.cuda.plan import split_factor
+from deepselect_rt.cuda.variants import SPLIT_CLUSTER, SPLIT_WORKSPACE
+from gpu_helpers import NaNInputError, bits, check, random_ranges, to_device, to_host, torch_cuda
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(params=[SPLIT_CLUSTER, SPLIT_WORKSPACE])
+def how(request):
+    torch_cuda()
+    if request.param == SPLIT_CLUSTER and not module.device_info(0).cluster_launch:
+        pytest.skip("this GPU has no thread-block clusters")
+    return request.param
+
+
+@pytest.mark.parametrize("split", [2, 3, 8, 16])
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32", "float16"])
+@pytest.mark.parametrize("k", [1, 100, 512, 2048, 4096])
+def test_split_matches_reference(how, split, dtype, k):
+    x = distributions.make("normal", 3, 40000 + split, dtype, seed=split * k)
+    with backend.forced_split(split, how):
+        check(x, k, sorted=bool(k % 2), indices_type="int64")
+        check(x, k, return_value=False, nan_policy="sentinel", indices_type="int32")
+
+
+@pytest.mark.parametrize("width", [1, 7, 15, 16, 17, 100, 511, 512, 513, 2047, 2049, 8191, 8193])
+def test_short_rows_and_slice_edges(how, width):
+    # Widths around split x vector multiples and k: empty slices, slices shorter than k, fills.
+    x = distributions.make("normal", 2, width, "bfloat16", seed=width)
+    with backend.forced_split(8, how):
+        check(x, 512, sorted=True, idx_oob_fill_value=-1, value_oob_fill_value=0.0)
+        check(x, 512, indices_type="int32")
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+def test_begin_end_offsets(how, dtype):
+    rows, width, k = 9, 70000, 1024
+    x = distributions.make("normal", rows, width, dtype, seed=9)
+    begin, end, offsets = random_ranges(3, rows, width, k)
+    with backend.forced_split(4, how):
+        check(x, k, begin=begin, end=end, output_idx_offset=offsets, indices_type="int32", sorted=True)
+        check(x, k, begin=begin.astype(np.int64), end=end.astype(np.int64))
+
+
+@pytest.mark.parametrize("name", distributions.NAMES)
+def test_distributions_across_slices(how, name):
+    x = distributions.make(name, 4, 65536, "bfloat16", seed=5)
+    with backend.forced_split(16, how):
+        check(x, 2048, sorted=True)
+        check(x, 2048)
+
+
+@pytest.mark.parametrize("where", [0, 4999, 5000, 39999, "past_end"])
+def test_nan_in_any_slice(how, where):
+    rows, width, k = 5, 40000, 512
+    x = distributions.make("normal", rows, width, "float16", seed=2)
+    end = np.full(rows, width - 8, np.int32)
+    pos = width - 4 if where == "past_end" else min(where, width - 9)
+    x[1, pos] = np.nan
+    x[3, pos] = -np.float16(np.nan)
+    with backend.forced_split(8, how):
+        for policy in ("sentinel", "propagate"):
+            check(x, k, end=end, nan_policy=policy, sorted=True)
+        if where == "past_end":
+            check(x, k, end=end, nan_policy="raise")
+        else:
+            with pytest.raises(NaNInputError) as info:
+                deepselect_rt.topk(to_device(x), k, end=to_device(end))
+            assert info.value.rows == [1, 3]
+
+
+def test_bit_identical_to_one_cta_per_row(how):
+    x = to_device(distributions.make("few_distinct", 6, 300000, "bfloat16", seed=4))
+    with backend.forced_split(1):
+        want = [to_host(t) for t in deepselect_rt.topk(x, 2048, sorted=True)]
+    for split in (2, 5, 16):
+        with backend.forced_split(split, how):
+            got = [to_host(t) for t in deepselect_rt.topk(x, 2048, sorted=True)]
+        np.testing.assert_array_equal(bits(got[0]), bits(want[0]))
+        np.testing.assert_array_equal(got[1], want[1])
+
+
+def test_real_fixtures(how, fixtures_dir):
+    import json
+
+    import ml_dtypes
+
+    meta = json.loads((fixtures_dir / "indexer_scores.json").read_text())
+    bf = np.load(fixtures_dir / "indexer_scores_bf16.npy").view(ml_dtypes.bfloat16)
+    end = np.array([r["end"] for r in meta["rows"]], np.int32)
+    with backend.forced_split(8, how):
+        for k in (512, 2048):
+            check(bf, k, end=end, indices_type="int32", return_value=False, nan_policy="sentinel")
+        check(np.load(fixtures_dir / "sampler_logits_fp32.npy"), 512, sorted=True)
+
+
+def test_automatic_rule_around_its_switch_points():
+    torch_cuda()
+    sms = module.device_info(0).sm_count
+    for rows in (1, sms // 16, sms // 16 + 1, sms // 2, sms // 2 + 1, sms - 1, sms):
+        for width in (32767, 32768, 131072):
+            for k in (512, 2048):
+                x = distributions.make("normal", max(rows, 1), width, "bfloat16", seed=rows + width)
+                check(x, k, indices_type="int32")
+    assert split_factor(1, 131072, 512, sms) > 1  # the switch is really exercised
+    assert split_factor(sms, 131072, 512, sms) == 1
