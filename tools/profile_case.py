@@ -1,14 +1,21 @@
-"""Runs one top-k shape a few times, for Nsight Compute: python tools/profile_case.py ROWS WIDTH K [dtype]."""
+"""Runs one top-k shape a few times, for Nsight Compute:
+python tools/profile_case.py ROWS WIDTH K [dtype [split [sorted]]] (split: CTAs per row forced,
+default the plan's; sorted: 1 for value-sorted output)."""
 
 import sys
+from contextlib import nullcontext
 
 import torch
 
 import deepselect_rt
+from deepselect_rt.cuda import backend
 
 rows, width, k = (int(a) for a in sys.argv[1:4])
 dtype = getattr(torch, sys.argv[4]) if len(sys.argv) > 4 else torch.bfloat16
+split = int(sys.argv[5]) if len(sys.argv) > 5 else 0
+by_value = len(sys.argv) > 6 and sys.argv[6] == "1"
 x = torch.randn(rows, width, device="cuda").to(dtype)
-for _ in range(3):
-    deepselect_rt.topk(x, k, indices_type="int32", return_value=False, nan_policy="sentinel")
+with backend.forced_split(split) if split else nullcontext():
+    for _ in range(3):
+        deepselect_rt.topk(x, k, indices_type="int32", return_value=False, nan_policy="sentinel", sorted=by_value)
 torch.cuda.synchronize()
