@@ -70,6 +70,34 @@ __device__ u64 radix_select(const u64* buf, u32 count, u32 k, u32 slack, SelectS
     return prefix;
 }
 
+// A threshold t for keys held in registers: key(j, valid) gives this thread's j-th key (j < N)
+// and whether it exists; at least k must exist. Returns t = (key prefix) << 32 such that the
+// keys >= the prefix number at least k and, unless ties forbid it, at most k + slack. Every
+// thread of the CTA must call it.
+template <int NT, int N, class Key>
+__device__ u64 key_threshold(Key key, u32 k, u32 slack, SelectScratch& s) {
+    u32 prefix = 0, mask = 0;
+    u32 remaining = k;
+    for (int shift = DS_ELEM_BITS - 8; shift >= 0; shift -= 8) {
+        for (u32 i = threadIdx.x; i < 256; i += NT) s.hist[i] = 0;
+        __syncthreads();
+#pragma unroll
+        for (int j = 0; j < N; ++j) {
+            bool valid;
+            const u32 kj = key(j, valid);
+            warp_hist_add(s.hist, (kj >> shift) & 255, valid && (kj & mask) == prefix);
+        }
+        __syncthreads();
+        if (threadIdx.x < 32) pick_digit(s, remaining);
+        __syncthreads();
+        remaining -= s.above;
+        prefix |= (u32)s.digit << shift;
+        mask |= 255u << shift;
+        if (s.bucket - remaining <= slack) break;
+    }
+    return (u64)prefix << 32;
+}
+
 // Moves the composites >= t of buf[0, count) to buf[0, ...), in place. Chunk c writes below
 // (c + 1) * R * NT and reads at or above it, so one barrier per chunk suffices.
 template <int NT, int R>

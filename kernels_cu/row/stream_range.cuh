@@ -84,6 +84,17 @@ __device__ __forceinline__ void stream_range(Shared& sh, StepCounter& cnt, const
     for (u32 j = 0; j < nblocks; j += 2) {
         const u32 blk_b = advance(blk);
         if (j + 1 < nblocks) load_block(b, vrow, blk_b * per_block, nvec);
+        if (j == 0 && min(per_block, nvec) * DS_VEC >= k) {
+            // Seed T from the first block's keys while the second block loads: appending the
+            // whole first block at T = 0 and selecting from it measured as a third of a short
+            // row's time. Any subset's k-th best is a valid lower bound of the row's.
+            const auto key = [&](int j, bool& valid) {
+                valid = (u32)(j / DS_VEC) * NT + threadIdx.x < nvec;
+                return key_of(a[j / DS_VEC].b[j % DS_VEC]);
+            };
+            thr = key_threshold<NT, DS_LOADS * DS_VEC>(key, k, STREAM_SLACK, sh.sel);
+            floor = threshold_floor(thr);
+        }
         process(a, blk);
         if (j + 1 == nblocks) break;
         const u32 blk_a = advance(blk_b);
