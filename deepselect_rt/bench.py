@@ -341,24 +341,28 @@ def run_case(case: Case, iters: int = ITERS, jax_peer: bool = False) -> Result:
     return result
 
 
-def per_call_us(fn, calls: int) -> float:
-    """Wall time per call (us) of ``calls`` back-to-back calls of ``fn`` after a warm-up, one
-    CUDA sync at the end (so the GPU's own time counts only when it is the slower side)."""
+def per_call_us(fn, calls: int, burst: int = 200) -> float:
+    """Host time per call (us) of ``fn``: ``calls`` calls in bursts of ``burst``, each burst timed
+    from an idle GPU to its last call returning (no sync inside), so that a kernel slower than
+    the host does not hide the host's own time while the launch queue has room."""
     import torch
 
     for _ in range(100):
         fn()
+    total = 0.0
+    for start in range(0, calls, burst):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(min(burst, calls - start)):
+            fn()
+        total += time.perf_counter() - t0
     torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    torch.cuda.synchronize()
-    return (time.perf_counter() - start) / calls * 1e6
+    return total / calls * 1e6
 
 
 def host_overhead(calls: int = HOST_CALLS) -> HostOverhead:
-    """Wall time per call of ours and torch.topk over ``calls`` calls on a 1 x 1024 float32
-    input, k = 8, outputs preallocated, one sync at the end."""
+    """Host time per call (``per_call_us``) of ours and torch.topk over ``calls`` calls on a
+    1 x 1024 float32 input, k = 8, outputs preallocated."""
     import torch
 
     import deepselect_rt

@@ -1,6 +1,7 @@
-"""Where the host time of one top-k call goes (issue 6): per-call wall time of the whole call
-and of its parts, over many calls on a tiny input, and a cProfile of the whole call. GPU only;
-prints a table, writes the profile to the path given (default host_profile.txt)."""
+"""Where the host time of one top-k call goes (issue 6): host time per call (bench.per_call_us)
+of the whole call, of torch.topk, and of the parts of the full path and of the fast path, over
+many calls on a tiny input; and a cProfile of the whole call. GPU only; prints a table, writes the
+profile to the path given (default host_profile.txt)."""
 
 import cProfile
 import io
@@ -15,7 +16,7 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 import deepselect_rt  # noqa: E402
-from deepselect_rt import bench, tensors  # noqa: E402
+from deepselect_rt import bench, fast_path, tensors  # noqa: E402
 from deepselect_rt.cuda import backend, launch  # noqa: E402
 from deepselect_rt.cuda.context import on_device  # noqa: E402
 
@@ -31,6 +32,9 @@ backend.run = real_run
 req = captured[0]
 ready = next(iter(backend._ready.values()))
 params = launch.pack(req)
+again = backend.repeatable(req)
+key_args = (x, 8, False, None, None, "int64", False, idx, val, None, 2**31 - 1, float("-inf"), True, True,
+            "sentinel", None)
 
 
 def on_device_only():
@@ -44,6 +48,8 @@ parts = {
     "topk, allocated outputs": lambda: deepselect_rt.topk(x, 8, nan_policy="sentinel"),
     "torch.topk, out=": lambda: torch.topk(x, 8, dim=1, sorted=False, out=(val, idx)),
     "torch.topk": lambda: torch.topk(x, 8, dim=1, sorted=False),
+    "  fast path: key": lambda: fast_path.key(*key_args),
+    "  fast path: current stream + context check + launch": lambda: again(tensors.torch_current_stream(0)),
     "  view_of(x)": lambda: tensors.view_of(x, name="input"),
     "  current_stream": lambda: tensors.current_stream(req.x),
     "  on_device": on_device_only,
@@ -51,7 +57,20 @@ parts = {
     "  launch.pack": lambda: launch.pack(req),
     "  launch.launch": lambda: launch.launch(ready.kernel, 1, ready.plan.threads, ready.plan.smem, req.stream, params),
 }
-table = Table("what", "us per call", title=f"host time per call, {CALLS} calls, float32 1x1024 k=8")
+try:  # CuPy and JAX inputs take the whole path (the fast path serves torch tensors)
+    import cupy
+
+    cx = cupy.random.standard_normal((1, 1024), dtype=cupy.float32)
+    parts["CuPy input, allocated outputs"] = lambda: deepselect_rt.topk(cx, 8, nan_policy="sentinel")
+except Exception as exc:  # not installed or no device: that row is left out
+    print("CuPy row left out:", exc)
+if bench.jax_available():
+    import jax
+
+    jx = jax.dlpack.from_dlpack(x)
+    parts["JAX input, allocated outputs"] = lambda: deepselect_rt.topk(jx, 8, indices_type="int32",
+                                                                       nan_policy="sentinel")
+table = Table("what", "host us per call", title=f"{CALLS} calls, float32 1x1024 k=8")
 for name, fn in parts.items():
     table.add_row(name, f"{bench.per_call_us(fn, CALLS):.2f}")
 Console().print(table)

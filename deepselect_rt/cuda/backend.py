@@ -17,7 +17,7 @@ from ..errors import NaNInputError
 from ..request import TopkRequest
 from ..tensors import allocate, workspace
 from . import launch, module
-from .context import on_device
+from .context import is_current, on_device
 from .module import check
 from .plan import DeviceLimits, Plan, make_plan, split_factor
 from .variants import SPLIT_CLUSTER, SPLIT_WORKSPACE
@@ -39,6 +39,7 @@ class _Ready:
 _ready: dict[tuple, _Ready] = {}
 _limits: dict[int, DeviceLimits] = {}
 _forced: tuple[int, str] | None = None
+_epoch = 0  # changes whenever forced_split changes the plans; repeat launches check it
 
 
 @contextmanager
@@ -46,14 +47,16 @@ def forced_split(split: int, how: str = ""):
     """For tests and tuning: in the body, every streaming top-k splits each row over ``split``
     CTAs (1: one CTA per row) through ``how`` (SPLIT_CLUSTER, SPLIT_WORKSPACE, or "" for what
     the device has), whatever ``split_factor`` would pick. Not thread-safe."""
-    global _forced
+    global _forced, _epoch
     if how not in ("", SPLIT_CLUSTER, SPLIT_WORKSPACE):
         raise ValueError(f"how must be '', {SPLIT_CLUSTER!r} or {SPLIT_WORKSPACE!r}, got {how!r}")
     before, _forced = _forced, (split, how)
+    _epoch += 1
     try:
         yield
     finally:
         _forced = before
+        _epoch += 1
 
 
 def device_limits(device: int) -> DeviceLimits:
@@ -144,21 +147,62 @@ def _raise_on_nan(req: TopkRequest, ready: _Ready) -> None:
         raise NaNInputError(np.flatnonzero(host).tolist())
 
 
+def _ready_for(req: TopkRequest) -> _Ready:
+    device = req.x.device_id
+    limits = device_limits(device)
+    rows = req.rows
+    if _forced is None:
+        split, how = split_factor(rows, req.width, req.k, limits.sm_count), ""
+    else:
+        split, how = _forced
+    key = (device, req.x.dtype, req.k, rows < limits.sm_count, split, how)
+    ready = _ready.get(key)
+    if ready is None:
+        ready = _ready[key] = _prepare(device, *key[1:])
+    return ready
+
+
 def run(req: TopkRequest) -> None:
     """Launch top-k for ``req`` on its stream, on the input's device."""
-    device = req.x.device_id
-    with on_device(device):
-        limits = device_limits(device)
-        rows = req.rows
-        if _forced is None:
-            split, how = split_factor(rows, req.width, req.k, limits.sm_count), ""
-        else:
-            split, how = _forced
-        key = (device, req.x.dtype, req.k, rows < limits.sm_count, split, how)
-        ready = _ready.get(key)
-        if ready is None:
-            ready = _ready[key] = _prepare(device, *key[1:])
+    with on_device(req.x.device_id):
+        ready = _ready_for(req)
         if req.nan_policy == "raise":
             _raise_on_nan(req, ready)
         else:
             _launch(req, ready)
+
+
+def repeatable(req: TopkRequest):
+    """``again(stream, out_idx=0, out_val=0) -> bool``: the launch ``run(req)`` made, again, on
+    ``stream``, writing to other output pointers when given (same shapes and strides); False,
+    launching nothing, once forced_split has changed the plans. None when a call like ``req``
+    needs the whole path every time (nan_policy="raise" synchronises, a workspace split
+    allocates). Call after ``run(req)``."""
+    device = req.x.device_id
+    with on_device(device):
+        ready = _ready_for(req)
+    plan = ready.plan
+    if req.nan_policy == "raise" or plan.how == SPLIT_WORKSPACE:
+        return None
+    kernel, grid, threads, smem = ready.kernel, req.rows * plan.split, plan.threads, plan.smem
+    cluster = plan.split if plan.how == SPLIT_CLUSTER else 1
+    template, epoch = launch.pack(req, 0, plan.split), _epoch
+
+    def again(stream: int, out_idx: int = 0, out_val: int = 0) -> bool:
+        if epoch != _epoch:
+            return False
+        params = template
+        if out_idx or out_val:
+            params = launch.Params.from_buffer_copy(template)
+            if out_idx:
+                params.out_idx = out_idx
+            if out_val:
+                params.out_val = out_val
+        if is_current(device):
+            launch.launch(kernel, grid, threads, smem, stream, params, cluster)
+        else:
+            with on_device(device):
+                launch.launch(kernel, grid, threads, smem, stream, params, cluster)
+        return True
+
+    return again

@@ -7,14 +7,17 @@ torch's or CuPy's notion of the current device is left as it was.
 
 from __future__ import annotations
 
+import ctypes
 import threading
 from contextlib import contextmanager
 
 from . import module
+from .entry_points import CTX_GET_CURRENT, driver_function
 from .module import check
 
 _lock = threading.Lock()
 _primary: dict[int, object] = {}
+_primary_handle: dict[int, int] = {}
 
 
 def primary_context(device: int):
@@ -29,21 +32,33 @@ def primary_context(device: int):
                 module.init()
                 dev = check(driver.cuDeviceGet(device), "cuDeviceGet")
                 ctx = check(driver.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
+                _primary_handle[device] = int(ctx)
                 _primary[device] = ctx
     return ctx
+
+
+def is_current(device: int) -> bool:
+    """Whether ``device``'s primary context is the calling thread's current context (one
+    foreign call: this runs on every launch)."""
+    handle = _primary_handle.get(device)
+    if handle is None:
+        primary_context(device)
+        handle = _primary_handle[device]
+    current = ctypes.c_void_p()
+    if driver_function("cuCtxGetCurrent", CTX_GET_CURRENT)(ctypes.byref(current)):
+        return False  # let the checked path below report the driver's error
+    return current.value == handle
 
 
 @contextmanager
 def on_device(device: int):
     """Run the body with ``device``'s primary context current."""
-    from cuda.bindings import driver
-
-    ctx = primary_context(device)
-    current = check(driver.cuCtxGetCurrent(), "cuCtxGetCurrent")
-    if int(current) == int(ctx):
+    if is_current(device):
         yield
         return
-    check(driver.cuCtxPushCurrent(ctx), "cuCtxPushCurrent")
+    from cuda.bindings import driver
+
+    check(driver.cuCtxPushCurrent(primary_context(device)), "cuCtxPushCurrent")
     try:
         yield
     finally:

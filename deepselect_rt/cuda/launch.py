@@ -1,20 +1,20 @@
 """The kernel argument block (kernels_cu/common/params.cuh) and the driver launch calls.
 
 Launches go straight to the driver's ``cuLaunchKernel`` / ``cuLaunchKernelEx`` through ctypes
-function pointers from ``cuGetProcAddress``: the argument block is one packed struct, so a launch
-is a single foreign call with no per-argument conversion.
+function pointers (entry_points.py): the argument block is one packed struct, so a launch is a
+single foreign call with no per-argument conversion.
 """
 
 from __future__ import annotations
 
 import ctypes
-import threading
 from functools import lru_cache
 
 import numpy as np
 
 from ..dtypes import numpy_dtype
 from ..request import TopkRequest
+from .entry_points import driver_function, error_name
 
 F_SORTED, F_IDX64, F_BEGIN64, F_END64, F_OFF64, F_VALUES, F_NAN_SENTINEL = 1, 2, 4, 8, 16, 32, 64
 
@@ -79,50 +79,21 @@ _LAUNCH = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, _u, _u, _u, _u, _u, _u
                            ctypes.c_void_p, ctypes.c_void_p)
 _LAUNCH_EX = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(_LaunchConfig), ctypes.c_void_p, ctypes.c_void_p,
                               ctypes.c_void_p)
-_entry_points: list = []
-_entry_lock = threading.Lock()
-
-
-def _driver_entry_points():
-    """(cuLaunchKernel, cuLaunchKernelEx) as ctypes functions, looked up once."""
-    if not _entry_points:
-        from cuda.bindings import driver
-
-        from .module import check
-
-        with _entry_lock:
-            if not _entry_points:
-                found = []
-                for name, proto in ((b"cuLaunchKernel", _LAUNCH), (b"cuLaunchKernelEx", _LAUNCH_EX)):
-                    pfn, _ = check(driver.cuGetProcAddress(name, 12000, 0), f"cuGetProcAddress({name.decode()})")
-                    if not int(pfn):
-                        raise RuntimeError(f"the CUDA driver has no {name.decode()}")
-                    found.append(proto(int(pfn)))
-                _entry_points.extend(found)
-    return _entry_points
-
-
-def _raise_launch_error(err: int, what: str) -> None:
-    from cuda.bindings import driver
-
-    name = driver.cuGetErrorName(driver.CUresult(err))[1].decode()
-    raise RuntimeError(f"{what} failed: {name}")
 
 
 def launch(kernel: int, grid: int, threads: int, smem: int, stream: int, params: Params, cluster: int = 1) -> None:
     """Launch ``kernel`` (a CUkernel handle as int) with the one-struct argument list on ``stream``;
     ``cluster`` > 1 groups consecutive CTAs into thread-block clusters of that size. Raises
     RuntimeError with the driver's error name."""
-    launch_kernel, launch_kernel_ex = _driver_entry_points()
     argv = (ctypes.c_void_p * 1)(ctypes.addressof(params))
     if cluster == 1:
-        err = launch_kernel(kernel, grid, 1, 1, threads, 1, 1, smem, stream, argv, None)
+        err = driver_function("cuLaunchKernel", _LAUNCH)(kernel, grid, 1, 1, threads, 1, 1, smem, stream, argv, None)
         if err:
-            _raise_launch_error(err, "cuLaunchKernel")
+            raise RuntimeError(f"cuLaunchKernel failed: {error_name(err)}")
         return
     attr = _LaunchAttribute(_CLUSTER_DIMENSION)
     attr.value[0], attr.value[1], attr.value[2] = cluster, 1, 1
     config = _LaunchConfig((grid, 1, 1), (threads, 1, 1), smem, stream, ctypes.pointer(attr), 1)
-    err = launch_kernel_ex(ctypes.byref(config), kernel, argv, None)
+    err = driver_function("cuLaunchKernelEx", _LAUNCH_EX)(ctypes.byref(config), kernel, argv, None)
     if err:
-        _raise_launch_error(err, "cuLaunchKernelEx")
+        raise RuntimeError(f"cuLaunchKernelEx failed: {error_name(err)}")
