@@ -341,7 +341,7 @@ def run_case(case: Case, iters: int = ITERS, jax_peer: bool = False) -> Result:
     return result
 
 
-def per_call_us(fn, calls: int, burst: int = 200) -> float:
+def per_call_us(fn, calls: int, burst: int = 25) -> float:
     """Host time per call (us) of ``fn``: ``calls`` calls in bursts of ``burst``, each burst timed
     from an idle GPU to its last call returning (no sync inside), so that a kernel slower than
     the host does not hide the host's own time while the launch queue has room."""

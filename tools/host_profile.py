@@ -17,7 +17,7 @@ from rich.table import Table  # noqa: E402
 
 import deepselect_rt  # noqa: E402
 from deepselect_rt import bench, fast_path, tensors  # noqa: E402
-from deepselect_rt.cuda import backend, launch  # noqa: E402
+from deepselect_rt.cuda import backend, launch, module  # noqa: E402
 from deepselect_rt.cuda.context import on_device  # noqa: E402
 
 CALLS = 10000
@@ -33,6 +33,9 @@ req = captured[0]
 ready = next(iter(backend._ready.values()))
 params = launch.pack(req)
 again = backend.repeatable(req)
+from cuda.bindings import driver  # noqa: E402
+
+function = int(module.check(driver.cuKernelGetFunction(ready.kernel), "cuKernelGetFunction"))
 key_args = (x, 8, False, None, None, "int64", False, idx, val, None, 2**31 - 1, float("-inf"), True, True,
             "sentinel", None)
 
@@ -56,6 +59,9 @@ parts = {
     "  backend.run": lambda: backend.run(req),
     "  launch.pack": lambda: launch.pack(req),
     "  launch.launch": lambda: launch.launch(ready.kernel, 1, ready.plan.threads, ready.plan.smem, req.stream, params),
+    "  launch.launch of the CUfunction": lambda: launch.launch(function, 1, ready.plan.threads, ready.plan.smem,
+                                                               req.stream, params),
+
 }
 try:  # CuPy and JAX inputs take the whole path (the fast path serves torch tensors)
     import cupy
@@ -73,6 +79,8 @@ if bench.jax_available():
 table = Table("what", "host us per call", title=f"{CALLS} calls, float32 1x1024 k=8")
 for name, fn in parts.items():
     table.add_row(name, f"{bench.per_call_us(fn, CALLS):.2f}")
+# Bursts long enough to fill the launch queue: a kernel slower than the host shows here.
+table.add_row("  launch.launch, bursts of 200", f"{bench.per_call_us(parts['  launch.launch'], CALLS, 200):.2f}")
 Console().print(table)
 
 prof = cProfile.Profile()
