@@ -24,7 +24,7 @@ MAX_SPLIT = 16
 # Elements each CTA of a split row gets at least: max(MIN_SLICE, SLICE_PER_K * k). The H200
 # crossover (docs/benchmarks.md, tools/tune_split.py): below that the merge costs more than the
 # split saves.
-MIN_SLICE = 4096
+MIN_SLICE = 8192
 SLICE_PER_K = 8
 
 
