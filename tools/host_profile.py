@@ -4,6 +4,7 @@ many calls on a tiny input; and a cProfile of the whole call. GPU only; prints a
 profile to the path given (default host_profile.txt)."""
 
 import cProfile
+import ctypes
 import io
 import pstats
 import sys
@@ -37,6 +38,8 @@ again = backend.repeatable(req)
 from cuda.bindings import driver  # noqa: E402
 
 function = int(module.check(driver.cuKernelGetFunction(ready.kernel), "cuKernelGetFunction"))
+kernel_object = module.get_kernel(0, ready.plan.variant)
+argv = (ctypes.c_void_p * 1)(ctypes.addressof(params))
 key_args = (x, 8, False, None, None, "int64", False, idx, val, None, 2**31 - 1, float("-inf"), True, True,
             "sentinel", None)
 
@@ -60,6 +63,8 @@ parts = {
     "  backend.run": lambda: backend.run(req),
     "  launch.pack": lambda: launch.pack(req),
     "  launch.launch": lambda: launch.launch(ready.kernel, 1, ready.plan.threads, ready.plan.smem, req.stream, params),
+    "  cuLaunchKernel through cuda.bindings": lambda: driver.cuLaunchKernel(
+        kernel_object, 1, 1, 1, ready.plan.threads, 1, 1, ready.plan.smem, req.stream, ctypes.addressof(argv), 0),
     "  launch.launch of the CUfunction": lambda: launch.launch(function, 1, ready.plan.threads, ready.plan.smem,
                                                                req.stream, params),
 
