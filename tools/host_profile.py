@@ -4,7 +4,6 @@ many calls on a tiny input; and a cProfile of the whole call. GPU only; prints a
 profile to the path given (default host_profile.txt)."""
 
 import cProfile
-import ctypes
 import io
 import pstats
 import sys
@@ -19,7 +18,7 @@ from rich.table import Table  # noqa: E402
 
 import deepselect_rt  # noqa: E402
 from deepselect_rt import bench, fast_path, tensors  # noqa: E402
-from deepselect_rt.cuda import backend, launch, module  # noqa: E402
+from deepselect_rt.cuda import backend, launch  # noqa: E402
 from deepselect_rt.cuda.context import on_device  # noqa: E402
 
 CALLS = 10000
@@ -35,11 +34,7 @@ req = captured[0]
 ready = next(iter(backend._ready.values()))
 params = launch.pack(req)
 again = backend.repeatable(req)
-from cuda.bindings import driver  # noqa: E402
 
-function = int(module.check(driver.cuKernelGetFunction(ready.kernel), "cuKernelGetFunction"))
-kernel_object = module.get_kernel(0, ready.plan.variant)
-argv = (ctypes.c_void_p * 1)(ctypes.addressof(params))
 key_args = (x, 8, False, None, None, "int64", False, idx, val, None, 2**31 - 1, float("-inf"), True, True,
             "sentinel", None)
 
@@ -63,11 +58,6 @@ parts = {
     "  backend.run": lambda: backend.run(req),
     "  launch.pack": lambda: launch.pack(req),
     "  launch.launch": lambda: launch.launch(ready.kernel, 1, ready.plan.threads, ready.plan.smem, req.stream, params),
-    "  cuLaunchKernel through cuda.bindings": lambda: driver.cuLaunchKernel(
-        kernel_object, 1, 1, 1, ready.plan.threads, 1, 1, ready.plan.smem, req.stream, ctypes.addressof(argv), 0),
-    "  launch.launch of the CUfunction": lambda: launch.launch(function, 1, ready.plan.threads, ready.plan.smem,
-                                                               req.stream, params),
-
 }
 try:  # CuPy and JAX inputs take the whole path (the fast path serves torch tensors)
     import cupy

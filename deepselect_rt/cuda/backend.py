@@ -29,11 +29,11 @@ _PORTABLE_CLUSTER = 8
 
 @dataclass(frozen=True)
 class _Ready:
-    """A plan with its kernels loaded and configured on one device (handles as ints)."""
+    """A plan with its kernels (CUkernel) loaded and configured on one device."""
 
     plan: Plan
-    kernel: int
-    merge: int = 0
+    kernel: object
+    merge: object = None
 
 
 _ready: dict[tuple, _Ready] = {}
@@ -113,7 +113,7 @@ def _prepare(device: int, dtype: str, k: int, few_rows: bool, split: int, how: s
             break
         split //= 2
     merge = _load(device, plan.merge, plan.smem) if plan.merge else None
-    return _Ready(plan, int(kernel), int(merge) if merge else 0)
+    return _Ready(plan, kernel, merge)
 
 
 def _launch(req: TopkRequest, ready: _Ready, nan_flags_ptr: int = 0) -> None:

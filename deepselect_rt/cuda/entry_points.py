@@ -1,8 +1,8 @@
 """Driver functions on the per-call path as ctypes callables, from ``cuGetProcAddress``.
 
-cuda.bindings wraps every driver call in Python objects (a CUresult enum, handle objects); the
-few calls made on every top-k (launch, current context) go through these plain function
-pointers instead: one foreign call, integers in and out.
+For driver calls whose cuda.bindings form costs more than the call: checking the current
+context (a handle object per call) and cluster launches (a CUlaunchConfig object per call). A
+plain cuLaunchKernel is cheaper through cuda.bindings (measured with tools/host_profile.py).
 """
 
 from __future__ import annotations
