@@ -46,8 +46,8 @@ def _real(value, name: str) -> float:
         raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
     try:
         return float(value)
-    except OverflowError:
-        raise ValueError(f"{name} {value!r} is out of the float range") from None
+    except OverflowError:  # beyond every float (a huge int): the infinity a cast would give
+        return math.inf if value > 0 else -math.inf
 
 
 def _integer(value, name: str) -> int:

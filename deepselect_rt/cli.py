@@ -51,7 +51,8 @@ def _info(args, out, err) -> int:
     archs = list(dict.fromkeys(d.arch for d in devices if d.arch)) or \
         sorted({e.arch for e in entries})
     if not archs:
-        out.print("cached default variants: none (run `deepselect-rt warmup`)")
+        hint = "deepselect-rt warmup" if devices else "deepselect-rt warmup --arch sm_90a (no GPU: name the arch)"
+        out.print(f"cached default variants: none (run `{hint}`)")
     elif not have_nvrtc:
         out.print("cached default variants: unknown (cache keys need the NVRTC version)")
     else:
@@ -309,6 +310,9 @@ def build_parser() -> argparse.ArgumentParser:
     """The parser with every subcommand of ``COMMANDS`` registered."""
     parser = argparse.ArgumentParser(
         prog="deepselect-rt", description="Exact top-k kernels compiled at run time with NVRTC.")
+    from .cache_key import package_version
+
+    parser.add_argument("--version", action="version", version=f"deepselect-rt {package_version()}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     subparsers.required = True
     for spec in COMMANDS:

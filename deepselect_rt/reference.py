@@ -202,7 +202,8 @@ def topk(x: np.ndarray, k: int, *, begin=None, end=None, offsets=None, index_dty
     if values is not None:
         # Gather and assemble on the bit patterns so that every value is copied bit-exactly.
         bits = x.view(utype)
-        val_fill = np.array(val_fill).astype(x.dtype).view(utype)
+        with np.errstate(over="ignore"):  # a fill beyond the dtype becomes its infinity (contract.md)
+            val_fill = np.array(val_fill).astype(x.dtype).view(utype)
         result_val = np.empty((rows, k), utype)
         result_val[:, :kk] = np.where(filled, val_fill, np.take_along_axis(bits, gather, axis=1))
         result_val[:, kk:] = val_fill

@@ -1,28 +1,25 @@
 """Where the shipped kernel sources and the pre-built cache live, from a wheel or a checkout.
 
 In a wheel, ``kernels_cu/``, ``kernels_ascendc/`` and ``cache/`` are mapped into the package as
-``deepselect_rt.kernels_cu`` etc. (pyproject.toml); in a source checkout run with
-``PYTHONPATH=.`` they are plain folders beside the package.
+``deepselect_rt/kernels_cu`` etc. (pyproject.toml); in a source checkout or an editable install
+they are plain folders beside the package. NVRTC and the cache key read them as real files, so
+the folders are located on disk directly (``importlib.resources`` gives a ``MultiplexedPath``,
+not a folder, for these data-only packages).
 """
 
 from __future__ import annotations
 
-import importlib.resources
 from pathlib import Path
 
-_CHECKOUT = Path(__file__).resolve().parent.parent
+_PACKAGE = Path(__file__).resolve().parent
+_CHECKOUT = _PACKAGE.parent
+# package subfolder in a wheel -> folder in a checkout
 _FOLDERS = {"kernels_cu": "kernels_cu", "kernels_ascendc": "kernels_ascendc", "prebuilt": "cache"}
 
 
 def _folder(name: str) -> Path:
-    try:
-        found = importlib.resources.files(f"deepselect_rt.{name}")
-        path = Path(str(found))
-        if path.is_dir():
-            return path
-    except ModuleNotFoundError:
-        pass
-    return _CHECKOUT / _FOLDERS[name]
+    inside = _PACKAGE / name
+    return inside if inside.is_dir() else _CHECKOUT / _FOLDERS[name]
 
 
 def cuda_source_dir() -> Path:

@@ -24,7 +24,6 @@ from .errors import BackendUnavailableError
 # The dtypes any topk argument can have (values and indices); each argument's narrower rule is
 # the API's to check.
 ACCEPTED_DTYPES = INPUT_DTYPES + INDEX_DTYPES
-_ACCEPTED_TEXT = "bfloat16, float16, float32, int32 or int64"
 
 # XLA's CPU client aliases host memory (no copy) only when it is 64-byte aligned.
 _JAX_HOST_ALIGN = 64
@@ -88,6 +87,9 @@ def view_of(obj, *, name: str = "input", stream: int | None = None) -> TensorVie
         return _numpy_view(obj, name)
     if hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__"):
         return _dlpack_view(obj, name, stream)
+    if type(obj).__module__.startswith("jax") and "Tracer" in type(obj).__name__:
+        raise TypeError(f"{name} is a JAX tracer: deepselect_rt.topk cannot run inside jax.jit or other JAX "
+                        "transformations yet; call it on concrete jax.Arrays, outside the traced function")
     raise TypeError(f"{name} must be a torch/JAX/CuPy tensor (DLPack) or a NumPy array, "
                     f"got {type(obj).__module__}.{type(obj).__qualname__}")
 
@@ -280,7 +282,8 @@ def _dtype_name(dtype) -> str | None:
 
 
 def _dtype_error(name: str, dtype) -> TypeError:
-    return TypeError(f"{name} has dtype {dtype}; deepselect_rt takes {_ACCEPTED_TEXT} tensors")
+    return TypeError(f"{name} has dtype {dtype}; deepselect_rt takes bfloat16, float16 or float32 inputs "
+                     "(and values) and int32 or int64 index arrays")
 
 
 def _framework_of(obj) -> str:

@@ -49,7 +49,6 @@ CASES = [
     ("stream_type", dict(stream="default"), TypeError, "stream"),
     ("nan_policy_type", dict(nan_policy=1), TypeError, "nan_policy"),
     ("topk_too_large", dict(topk=2**31), ValueError, "topk"),
-    ("val_fill_overflow", dict(value_oob_fill_value=10**400), ValueError, "value_oob_fill_value"),
     ("val_fill_none", dict(value_oob_fill_value=None), TypeError, "value_oob_fill_value"),
     ("out_idx_read_only", dict(output_idx=np.lib.stride_tricks.as_strided(np.zeros(12, np.int64), (4, 3), (24, 8),
                                                                          writeable=False)), ValueError, "read-only"),
@@ -161,3 +160,22 @@ def test_compat_without_torch_default_index_type():
               "print(i.dtype)")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "int64"
+
+
+def test_fill_beyond_every_float_becomes_infinity():
+    x = np.arange(6, dtype=np.float32).reshape(1, 6)
+    vals, _ = deepselect_rt.topk(x, 8, value_oob_fill_value=2**2000)
+    assert vals[0, -1] == np.inf
+    vals, _ = deepselect_rt.topk(x, 8, value_oob_fill_value=-(2**2000))
+    assert vals[0, -1] == -np.inf
+
+
+def test_input_dtype_error_names_what_inputs_take():
+    with pytest.raises(TypeError, match="bfloat16, float16 or float32 inputs"):
+        deepselect_rt.topk(np.zeros((2, 4), np.float64), 2)
+
+
+def test_jax_tracer_input_says_jit_is_unsupported():
+    jax = pytest.importorskip("jax")
+    with pytest.raises(TypeError, match="inside jax.jit"):
+        jax.jit(lambda a: deepselect_rt.topk(a, 2, indices_type="int32")[1])(jax.numpy.ones((2, 8)))
