@@ -34,12 +34,20 @@ from .cuda import nvrtc
 
 _process_lock = threading.Lock()  # guards the two process-wide values below
 _compiles = 0
-_warned_memory_only = False
+_warned: set = set()  # kinds of warning already given in this process
 
 
 def compile_count() -> int:
     """How many kernel compiles this process has started, through any KernelCache."""
     return _compiles
+
+
+def _warn_once(kind: str, message: str) -> None:
+    with _process_lock:
+        first = kind not in _warned
+        _warned.add(kind)
+    if first:
+        warnings.warn(message, RuntimeWarning, stacklevel=5)
 
 
 @dataclass(frozen=True)
@@ -219,7 +227,6 @@ class KernelCache:
             return self._writable
 
     def _probe_writable(self) -> Path | None:
-        global _warned_memory_only
         try:
             vdir = self.root / f"v{config.CACHE_SCHEMA}"
             vdir.mkdir(parents=True, exist_ok=True)
@@ -228,14 +235,9 @@ class KernelCache:
             os.unlink(probe)
             return self.root
         except OSError as exc:
-            with _process_lock:
-                first, _warned_memory_only = not _warned_memory_only, True
-            if first:
-                warnings.warn(
-                    f"deepselect-rt: the kernel cache {self.root} is not writable ({exc}); "
-                    f"compiled kernels are kept in memory for this process only. Set "
-                    f"{config.ENV_CACHE_DIR} to a writable folder to keep them.",
-                    RuntimeWarning, stacklevel=4)
+            _warn_once("memory-only", f"deepselect-rt: the kernel cache {self.root} is not writable ({exc}); "
+                       f"compiled kernels are kept in memory for this process only. Set "
+                       f"{config.ENV_CACHE_DIR} to a writable folder to keep them.")
             return None
 
     @staticmethod
@@ -359,7 +361,13 @@ class KernelCache:
                 warnings.warn(f"deepselect-rt: could not store kernel {variant.entry} for {arch} "
                               f"in {writable}: {exc}", RuntimeWarning, stacklevel=3)
         if path is not None and self.max_bytes is not None:
-            self.prune(self.max_bytes)
+            # Keep this process's memory: the cap bounds the disk, not what is loaded.
+            self.prune(self.max_bytes, forget=False)
+            if not path.exists():
+                _warn_once("cap-too-small", f"deepselect-rt: the cache cap of {config.format_size(self.max_bytes)} "
+                           f"({config.ENV_CACHE_MAX_BYTES}) holds no kernel of {config.format_size(len(binary))}; "
+                           "kernels are compiled again in every process")
+                path = None
         return Resolved(binary, key, "compiled", path, seconds)
 
     def _compile(self, variant, arch: str) -> tuple[bytes, float]:
@@ -479,10 +487,11 @@ class KernelCache:
         root = self.writable_root()
         return Layer(root, "user", True) if root is not None else None
 
-    def prune(self, max_bytes: int) -> Removal:
+    def prune(self, max_bytes: int, forget: bool = True) -> Removal:
         """Shrink the writable root to at most ``max_bytes``, least recently used entries first.
 
         Also removes orphaned cubins and stale temp files. Read-only layers are never touched.
+        ``forget``: also drop the removed entries from this cache's memory.
         """
         layer = self._writable_layer()
         if layer is None:
@@ -502,8 +511,9 @@ class KernelCache:
             total -= entry.disk_bytes
             freed += gone
             removed += 1
-            with self._lock:
-                self._memory.pop(entry.key, None)
+            if forget:
+                with self._lock:
+                    self._memory.pop(entry.key, None)
         return Removal(removed, freed, max(total, 0))
 
     def clear(self) -> Removal:

@@ -361,7 +361,7 @@ def _check(args, out, err) -> int:
         outcomes += [_check_on_device(tensors, c) for c in real_cases() + edge_cases()]
         title = f"deepselect-rt check on {devices[0].name} ({tensors.name} tensors vs the NumPy reference)"
     else:
-        archs = warmup.resolve_archs(args.arch or DEFAULT_CROSS_ARCH)
+        archs = warmup.resolve_archs(DEFAULT_CROSS_ARCH if args.arch is None else args.arch)
         out.print(f"No usable GPU here ({why_not or 'no CUDA device visible'}). Checking the NumPy "
                   f"reference backend on the shipped real inputs against a brute-force sort, and "
                   f"cross-compiling the default kernels for {', '.join(archs)} into a temporary folder "

@@ -5,10 +5,8 @@
 Everything else is ``deepselect_rt.topk`` (docs/contract.md).
 """
 
-from __future__ import annotations
-
-import math
-import sys
+import math as _math
+import sys as _sys
 
 from .api import get_stride_requirement
 from .api import topk as _topk
@@ -16,14 +14,14 @@ from .api import topk as _topk
 
 def topk(input, topk, sorted=False, begin=None, end=None, indices_type=None, sorted_index=False,
          output_idx=None, output_val=None, output_idx_offset=None, idx_oob_fill_value=2**31 - 1,
-         value_oob_fill_value=-math.inf, return_value=True, abort_when_nan_found=True, **extra):
+         value_oob_fill_value=-_math.inf, return_value=True, abort_when_nan_found=True, **extra):
     """deep_select.topk: the top-k of each row of ``input`` (see ``deepselect_rt.topk``).
 
     ``indices_type=None`` means ``torch.int64`` (``"int64"`` when torch is not loaded). ``extra`` passes deepselect-rt's own arguments
     (``nan_policy``, ``stream``) through.
     """
     if indices_type is None:
-        torch = sys.modules.get("torch")  # deep_select's default, without importing torch for NumPy callers
+        torch = _sys.modules.get("torch")  # deep_select's default, without importing torch for NumPy callers
         indices_type = torch.int64 if torch is not None else "int64"
     return _topk(input, topk, sorted=sorted, begin=begin, end=end, indices_type=indices_type,
                  sorted_index=sorted_index, output_idx=output_idx, output_val=output_val,

@@ -15,6 +15,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import config
 from .cache import KernelCache, default_cache
 from .cuda import nvrtc
 from .cuda.variants import Variant, default_variants, filter_variants
@@ -132,11 +133,12 @@ def run(tasks: list[Task], *, jobs: int | None = None, into: Path | None = None,
     jobs: worker processes (default ``os.cpu_count()``; 1 runs inline). into: the cache root to
     fill (default: the user's cache with all its layers). on_done: called with each Outcome as it
     finishes (for progress display). Raises OSError when the target root is not writable,
-    BackendUnavailableError when NVRTC (CUDA tasks) or CANN's aclrtc/bisheng (NPU tasks) is
-    missing.
+    ValueError for a malformed DEEPSELECT_RT_LOCK_TIMEOUT, BackendUnavailableError when NVRTC
+    (CUDA tasks) or CANN's aclrtc/bisheng (NPU tasks) is missing.
     """
     into = Path(into).expanduser() if into is not None else None
     check_target(into)
+    config.lock_timeout()  # a malformed DEEPSELECT_RT_LOCK_TIMEOUT: one error, not one per task
     # A missing compiler fails once, here, rather than once per task.
     if any(not _is_npu(t.arch) for t in tasks):
         nvrtc.nvrtc_version()

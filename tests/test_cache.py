@@ -426,3 +426,15 @@ def test_parse_size_rejects(bad):
     with pytest.raises(ValueError, match="500M"):
         config.parse_size(bad)
 
+
+
+def test_cap_smaller_than_a_kernel_warns_and_keeps_it_in_memory(cache_env, monkeypatch):
+    from deepselect_rt import cache as cache_module
+
+    monkeypatch.setattr(cache_module, "_warned", set())
+    monkeypatch.setenv(config.ENV_CACHE_MAX_BYTES, "10")
+    cache = KernelCache()
+    with pytest.warns(RuntimeWarning, match="holds no kernel"):
+        first = cache.resolve(V1, ARCH)
+    assert first.origin == "compiled" and first.path is None and not cache.list_entries()
+    assert cache.resolve(V1, ARCH).origin == "memory" and cache.compiles == 1

@@ -190,3 +190,10 @@ def test_cache_maintenance_on_unwritable_root_fails(command, tmp_path):
     proc = run_cli(*command, DEEPSELECT_RT_CACHE_DIR=str(root))
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "not writable" in proc.stderr
+
+
+def test_warmup_bad_lock_timeout_is_one_error(tmp_path):
+    result = run_cli("warmup", "--arch", "sm_80", "--dtype", "float32", "--k", "8", "--into", str(tmp_path / "c"),
+                     **{config.ENV_LOCK_TIMEOUT: "abc"})
+    assert result.returncode == 2
+    assert result.stderr.count("DEEPSELECT_RT_LOCK_TIMEOUT") == 1 and "Traceback" not in result.stderr
