@@ -363,6 +363,7 @@ def eager_topk(input, topk, sorted=False, begin=None, end=None, indices_type="in
     if sc.return_value and out_val is None:
         val_alloc = allocate(x, (rows, k), x.dtype)
         out_val = val_alloc.view
+    again = None
     if backend is not None:
         req = TopkRequest(
             x=x, k=k, begin=begin_v, end=end_v, offsets=offsets_v, index_dtype=index_dtype,
@@ -370,12 +371,11 @@ def eager_topk(input, topk, sorted=False, begin=None, end=None, indices_type="in
             nan_policy=sc.nan_policy, idx_fill=sc.idx_fill, val_fill=sc.val_fill, out_idx=out_idx, out_val=out_val,
             stream=stream_handle,
         )
-        backend.run(req)
+        again = backend.run(req)
     indices = idx_alloc.result() if idx_alloc is not None else output_idx
     values = None
     if sc.return_value:
         values = val_alloc.result() if val_alloc is not None else output_val
-    if call_key is not None and backend is not None and hasattr(backend, "repeatable"):
-        fast_path.remember(call_key, backend.repeatable(req), input, indices, values, idx_alloc is not None,
-                           val_alloc is not None, sc.return_value)
+    if call_key is not None and again is not None:
+        fast_path.remember(call_key, again, input, indices, values, idx_alloc is not None, val_alloc is not None)
     return values, indices

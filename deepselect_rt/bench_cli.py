@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+from .cli import split_values
 from .errors import BackendUnavailableError
 
 
@@ -38,13 +39,9 @@ def register(subparsers) -> None:
     p.set_defaults(handler=_bench)
 
 
-def _split(values) -> list[str]:
-    return [part.strip() for value in values or () for part in value.split(",") if part.strip()]
-
-
 def _positive_ints(values, option: str, parse=int) -> list[int]:
     out = []
-    for text in _split(values):
+    for text in split_values(values):
         try:
             n = parse(text)
         except ValueError:
@@ -66,11 +63,11 @@ def _cases(args):
     from . import bench, distributions
     from .dtypes import INPUT_DTYPES
 
-    dtypes = _split(args.dtype)
+    dtypes = split_values(args.dtype)
     for d in dtypes:
         if d not in INPUT_DTYPES:
             raise ValueError(f"--dtype {d!r}: use one of {', '.join(INPUT_DTYPES)}")
-    dists = _split(args.dist)
+    dists = split_values(args.dist)
     for d in dists:
         if d not in distributions.NAMES:
             raise ValueError(f"--dist {d!r}: use one of {', '.join(distributions.NAMES)}")

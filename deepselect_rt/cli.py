@@ -153,7 +153,8 @@ def register_warmup(subparsers) -> None:
     p.set_defaults(handler=_warmup)
 
 
-def _split(values) -> list[str]:
+def split_values(values) -> list[str]:
+    """The comma-separated items of a repeatable option ("--k 8,16 --k 32" -> ["8", "16", "32"])."""
     return [part.strip() for value in values or () for part in value.split(",") if part.strip()]
 
 
@@ -165,12 +166,12 @@ def _warmup(args, out, err) -> int:
     from . import config, warmup
     from .cuda.variants import INPUT_DTYPES
 
-    dtypes = _split(args.dtype)
+    dtypes = split_values(args.dtype)
     for d in dtypes:
         if d not in INPUT_DTYPES:
             raise ValueError(f"--dtype {d!r}: use one of {', '.join(INPUT_DTYPES)}")
     try:
-        ks = [int(k) for k in _split(args.k)]
+        ks = [int(k) for k in split_values(args.k)]
     except ValueError:
         raise ValueError(f"--k {args.k}: expected integers") from None
     if any(k < 1 for k in ks):

@@ -17,8 +17,8 @@ def topk(input, topk, sorted=False, begin=None, end=None, indices_type=None, sor
          value_oob_fill_value=-_math.inf, return_value=True, abort_when_nan_found=True, **extra):
     """deep_select.topk: the top-k of each row of ``input`` (see ``deepselect_rt.topk``).
 
-    ``indices_type=None`` means ``torch.int64`` (``"int64"`` when torch is not loaded). ``extra`` passes deepselect-rt's own arguments
-    (``nan_policy``, ``stream``) through.
+    ``indices_type=None`` means ``torch.int64`` (``"int64"`` when torch is not loaded). ``extra``
+    passes deepselect-rt's own arguments (``nan_policy``, ``stream``) through.
     """
     if indices_type is None:
         torch = _sys.modules.get("torch")  # deep_select's default, without importing torch for NumPy callers

@@ -20,16 +20,14 @@ _entries: dict = {}
 
 
 class _Entry:
-    __slots__ = ("again", "shape", "device", "index", "idx_dtype", "val_dtype", "return_value")
+    __slots__ = ("again", "shape", "device", "idx_dtype", "val_dtype")
 
-    def __init__(self, again, shape, device, index, idx_dtype, val_dtype, return_value):
-        self.again = again              # backend.repeatable(...)
+    def __init__(self, again, shape, device, idx_dtype, val_dtype):
+        self.again = again              # what the backend's run returned
         self.shape = shape              # (rows, k) of the outputs
         self.device = device            # torch.device of the input
-        self.index = index              # its ordinal
         self.idx_dtype = idx_dtype      # torch dtype to allocate indices in, or None (caller's)
-        self.val_dtype = val_dtype      # torch dtype to allocate values in, or None
-        self.return_value = return_value
+        self.val_dtype = val_dtype      # torch dtype to allocate values in, or None (caller's, or none)
 
 
 def _tensor_key(t):
@@ -73,24 +71,20 @@ def run(call_key, output_idx, output_val):
     if entry.val_dtype is not None:
         val = torch.empty(entry.shape, dtype=entry.val_dtype, device=entry.device)
         val_ptr = val.data_ptr()
-    if not entry.again(torch_current_stream(entry.index), idx_ptr, val_ptr):
+    if not entry.again(torch_current_stream(entry.device.index), idx_ptr, val_ptr):
         del _entries[call_key]
         return None
-    return (val if entry.return_value else None), idx
+    return val, idx  # val is None without values: output_val must then be None too
 
 
-def remember(call_key, again, x, out_idx, out_val, allocated_idx: bool, allocated_val: bool,
-             return_value: bool) -> None:
-    """Remember a call that took the whole path and launched with ``again`` (see
-    ``cuda.backend.repeatable``); ``allocated_*``: whether its outputs were allocated by us."""
-    if again is None:
-        return
+def remember(call_key, again, x, out_idx, out_val, allocated_idx: bool, allocated_val: bool) -> None:
+    """Remember a call that took the whole path and launched with ``again`` (the CUDA backend's
+    ``run`` result); ``allocated_*``: whether its outputs were allocated by us."""
     if len(_entries) >= _MAX_ENTRIES:
         _entries.clear()
     try:
-        _entries[call_key] = _Entry(again, tuple(out_idx.shape), x.device, x.get_device(),
-                                    out_idx.dtype if allocated_idx else None,
-                                    out_val.dtype if allocated_val else None, return_value)
+        _entries[call_key] = _Entry(again, tuple(out_idx.shape), x.device, out_idx.dtype if allocated_idx else None,
+                                    out_val.dtype if allocated_val else None)
     except TypeError:  # an unhashable argument
         pass
 

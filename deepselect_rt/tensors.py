@@ -12,6 +12,7 @@ only exist once torch is in ``sys.modules``, so ``import deepselect_rt`` imports
 from __future__ import annotations
 
 import sys
+from contextlib import nullcontext
 from dataclasses import dataclass
 from math import prod
 
@@ -159,35 +160,7 @@ def workspace(like: TensorView, nbytes: int, stream: int) -> Allocated:
     on ``stream``: allocated by torch (or CuPy) with ``stream`` current, so their stream-ordered
     caching allocators hand it out again only after that stream's work (and from a graph's
     private pool under capture). Raises BackendUnavailableError when neither is installed."""
-    shape = (-(-nbytes // 4),)
-    module = like.framework if like.framework in _CUDA_ALLOCATORS else None
-    for name in [module] if module else sorted(("torch", "cupy"), key=lambda m: m not in sys.modules):
-        try:
-            return Allocated(view_of(_STREAM_ALLOCATORS[name](shape, like.device_id, stream), name="workspace"))
-        except ImportError:
-            continue
-    raise BackendUnavailableError(f"a split top-k of a {like.framework} CUDA tensor needs torch or cupy "
-                                  "to allocate its workspace")
-
-
-def _torch_workspace(shape, device_id: int, stream: int):
-    import torch
-
-    device = torch.device("cuda", device_id)
-    if torch.cuda.current_stream(device).cuda_stream == stream:
-        return torch.empty(shape, dtype=torch.int32, device=device)
-    with torch.cuda.stream(torch.cuda.ExternalStream(stream, device=device)):
-        return torch.empty(shape, dtype=torch.int32, device=device)
-
-
-def _cupy_workspace(shape, device_id: int, stream: int):
-    import cupy
-
-    with cupy.cuda.Device(device_id), cupy.cuda.ExternalStream(stream, device_id):
-        return cupy.empty(shape, dtype=np.int32)
-
-
-_STREAM_ALLOCATORS = {"torch": _torch_workspace, "cupy": _cupy_workspace}
+    return Allocated(view_of(_cuda_buffer(like, (-(-nbytes // 4),), "int32", stream), name="workspace"))
 
 
 def current_stream(view: TensorView) -> int:
@@ -204,11 +177,17 @@ def current_stream(view: TensorView) -> int:
     return _framework_stream(view.framework, view.device_id)
 
 
+_torch_stream_getter = None
+
+
 def torch_current_stream(device_index: int) -> int:
     """torch's current stream handle on CUDA device ``device_index`` (torch must be imported)."""
-    torch = sys.modules["torch"]
-    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # ~20x cheaper than the public call
-    return raw(device_index) if raw is not None else torch.cuda.current_stream(device_index).cuda_stream
+    global _torch_stream_getter
+    if _torch_stream_getter is None:  # looked up once: this runs on every call
+        torch = sys.modules["torch"]
+        _torch_stream_getter = getattr(torch._C, "_cuda_getCurrentRawStream", None) or (  # ~20x cheaper
+            lambda index: torch.cuda.current_stream(index).cuda_stream)
+    return _torch_stream_getter(device_index)
 
 
 # --- ingest ------------------------------------------------------------------------------
@@ -339,30 +318,41 @@ def _buffer_on(like: TensorView, shape, dtype: str):
     if like.device_type == "cpu":
         return _aligned_empty(shape, numpy_dtype(dtype), _JAX_HOST_ALIGN)
     if like.is_cuda:
-        # Prefer a framework that is already loaded; torch first otherwise, as it has bfloat16.
-        for module in sorted(("torch", "cupy"), key=lambda m: m not in sys.modules):
-            try:
-                return _CUDA_ALLOCATORS[module](shape, dtype, like.device_id)
-            except ImportError:
-                continue
-        raise BackendUnavailableError(
-            f"cannot allocate outputs for a {like.framework} CUDA tensor: install torch or "
-            "cupy, or pass output_idx= and output_val=")
+        return _cuda_buffer(like, shape, dtype)
     raise BackendUnavailableError(
         f"cannot allocate outputs on {like.device_type} for a {like.framework} tensor; pass "
         "output_idx= and output_val=")
 
 
-def _torch_cuda_empty(shape, dtype: str, device_id: int):
+def _cuda_buffer(like: TensorView, shape, dtype: str, stream: int | None = None):
+    """A contiguous buffer on ``like``'s CUDA device, allocated with ``stream`` current (None:
+    the allocator's current stream)."""
+    # Prefer a framework that is already loaded; torch first otherwise, as it has bfloat16.
+    for module in sorted(("torch", "cupy"), key=lambda m: m not in sys.modules):
+        try:
+            return _CUDA_ALLOCATORS[module](shape, dtype, like.device_id, stream)
+        except ImportError:
+            continue
+    raise BackendUnavailableError(
+        f"cannot allocate CUDA memory for a {like.framework} tensor: install torch or cupy (for "
+        "outputs, passing output_idx= and output_val= also works)")
+
+
+def _torch_cuda_empty(shape, dtype: str, device_id: int, stream: int | None = None):
     import torch
 
-    return torch.empty(shape, dtype=getattr(torch, dtype), device=f"cuda:{device_id}")
+    device = torch.device("cuda", device_id)
+    on_stream = (nullcontext() if stream is None or torch_current_stream(device_id) == stream
+                 else torch.cuda.stream(torch.cuda.ExternalStream(stream, device=device)))
+    with on_stream:
+        return torch.empty(shape, dtype=getattr(torch, dtype), device=device)
 
 
-def _cupy_empty(shape, dtype: str, device_id: int):
+def _cupy_empty(shape, dtype: str, device_id: int, stream: int | None = None):
     import cupy
 
-    with cupy.cuda.Device(device_id):
+    on_stream = nullcontext() if stream is None else cupy.cuda.ExternalStream(stream, device_id)
+    with cupy.cuda.Device(device_id), on_stream:
         try:
             return cupy.empty(shape, dtype=numpy_dtype(dtype))
         except (TypeError, ValueError) as exc:  # CuPy builds without bfloat16

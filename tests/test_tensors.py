@@ -255,7 +255,8 @@ def test_non_tensor_is_type_error(obj):
 
 @pytest.mark.parametrize("dtype", [np.complex64, np.bool_, np.float64, np.uint8])
 def test_numpy_unsupported_dtype(dtype):
-    with pytest.raises(TypeError, match=r"begin has dtype .*bfloat16, float16 or float32 inputs .* int32 or int64 index"):
+    with pytest.raises(TypeError,
+                       match=r"begin has dtype .*bfloat16, float16 or float32 inputs .* int32 or int64 index"):
         view_of(np.zeros(4, dtype), name="begin")
 
 

@@ -16,7 +16,8 @@ from deepselect_rt import bench  # noqa: E402
 from deepselect_rt.cuda import backend  # noqa: E402
 
 flush = torch.empty(bench.FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
-table = Table("width", "k", "unsorted us", "sorted us", "torch us", title="one bf16 row, one CTA, graph replay, cold L2")
+table = Table("width", "k", "unsorted us", "sorted us", "torch us",
+              title="one bf16 row, one CTA, graph replay, cold L2")
 for width in (1024, 16384):
     x = torch.randn(1, width, device="cuda").to(torch.bfloat16)
     for k in (8, 64, 512, 1000):

@@ -8,7 +8,7 @@ framework, ordered on the launch stream).
 
 from __future__ import annotations
 
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
 import numpy as np
@@ -68,7 +68,7 @@ def device_limits(device: int) -> DeviceLimits:
     return limits
 
 
-def _load(device: int, variant, smem: int) -> int:
+def _load(device: int, variant, smem: int):
     kernel = module.get_kernel(device, variant)
     if smem > _STATIC_SMEM_LIMIT:
         _set_attribute(device, kernel, "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES", smem)
@@ -116,17 +116,36 @@ def _prepare(device: int, dtype: str, k: int, few_rows: bool, split: int, how: s
     return _Ready(plan, kernel, merge)
 
 
-def _launch(req: TopkRequest, ready: _Ready, nan_flags_ptr: int = 0) -> None:
+def _launch(req: TopkRequest, ready: _Ready, nan_flags_ptr: int = 0):
+    """Launch ``req``; returns ``again`` (see ``run``) or None for a workspace split."""
     plan = ready.plan
     if plan.how == SPLIT_WORKSPACE:
         ws = workspace(req.x, 8 * req.rows * plan.split * req.k, req.stream)
         params = launch.pack(req, nan_flags_ptr, plan.split, ws.view.ptr)
         launch.launch(ready.kernel, req.rows * plan.split, plan.threads, plan.smem, req.stream, params)
         launch.launch(ready.merge, req.rows, plan.threads, plan.smem, req.stream, params)
-        return
-    params = launch.pack(req, nan_flags_ptr, plan.split)
-    launch.launch(ready.kernel, req.rows * plan.split, plan.threads, plan.smem, req.stream, params,
-                  plan.split if plan.how == SPLIT_CLUSTER else 1)
+        return None
+    device, kernel, grid = req.x.device_id, ready.kernel, req.rows * plan.split
+    cluster = plan.split if plan.how == SPLIT_CLUSTER else 1
+    template, epoch = launch.pack(req, nan_flags_ptr, plan.split), _epoch
+
+    def again(stream: int, out_idx: int = 0, out_val: int = 0) -> bool:
+        if epoch != _epoch:
+            return False
+        params = template
+        if out_idx or out_val:
+            params = launch.Params.from_buffer_copy(template)
+            if out_idx:
+                params.out_idx = out_idx
+            if out_val:
+                params.out_val = out_val
+        # is_current first: entering on_device's generator costs more than the check.
+        with nullcontext() if is_current(device) else on_device(device):
+            launch.launch(kernel, grid, plan.threads, plan.smem, stream, params, cluster)
+        return True
+
+    again(req.stream)
+    return again
 
 
 def _raise_on_nan(req: TopkRequest, ready: _Ready) -> None:
@@ -162,47 +181,18 @@ def _ready_for(req: TopkRequest) -> _Ready:
     return ready
 
 
-def run(req: TopkRequest) -> None:
-    """Launch top-k for ``req`` on its stream, on the input's device."""
+def run(req: TopkRequest):
+    """Launch top-k for ``req`` on its stream, on the input's device.
+
+    Returns ``again(stream, out_idx=0, out_val=0) -> bool``, the same launch repeated on
+    ``stream`` with other output pointers when given (same shapes and strides; False, launching
+    nothing, once forced_split has changed the plans), for fast_path.py; or None when a call like
+    ``req`` needs the whole path every time (nan_policy="raise" synchronises, a workspace split
+    allocates).
+    """
     with on_device(req.x.device_id):
         ready = _ready_for(req)
         if req.nan_policy == "raise":
             _raise_on_nan(req, ready)
-        else:
-            _launch(req, ready)
-
-
-def repeatable(req: TopkRequest):
-    """``again(stream, out_idx=0, out_val=0) -> bool``: the launch ``run(req)`` made, again, on
-    ``stream``, writing to other output pointers when given (same shapes and strides); False,
-    launching nothing, once forced_split has changed the plans. None when a call like ``req``
-    needs the whole path every time (nan_policy="raise" synchronises, a workspace split
-    allocates). Call after ``run(req)``."""
-    device = req.x.device_id
-    with on_device(device):
-        ready = _ready_for(req)
-    plan = ready.plan
-    if req.nan_policy == "raise" or plan.how == SPLIT_WORKSPACE:
-        return None
-    kernel, grid, threads, smem = ready.kernel, req.rows * plan.split, plan.threads, plan.smem
-    cluster = plan.split if plan.how == SPLIT_CLUSTER else 1
-    template, epoch = launch.pack(req, 0, plan.split), _epoch
-
-    def again(stream: int, out_idx: int = 0, out_val: int = 0) -> bool:
-        if epoch != _epoch:
-            return False
-        params = template
-        if out_idx or out_val:
-            params = launch.Params.from_buffer_copy(template)
-            if out_idx:
-                params.out_idx = out_idx
-            if out_val:
-                params.out_val = out_val
-        if is_current(device):
-            launch.launch(kernel, grid, threads, smem, stream, params, cluster)
-        else:
-            with on_device(device):
-                launch.launch(kernel, grid, threads, smem, stream, params, cluster)
-        return True
-
-    return again
+            return None
+        return _launch(req, ready)

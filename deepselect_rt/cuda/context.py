@@ -12,12 +12,13 @@ import threading
 from contextlib import contextmanager
 
 from . import module
-from .entry_points import CTX_GET_CURRENT, driver_function
+from .entry_points import driver_function
 from .module import check
 
 _lock = threading.Lock()
 _primary: dict[int, object] = {}
 _primary_handle: dict[int, int] = {}
+_CTX_GET_CURRENT = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_void_p))
 
 
 def primary_context(device: int):
@@ -45,7 +46,7 @@ def is_current(device: int) -> bool:
         primary_context(device)
         handle = _primary_handle[device]
     current = ctypes.c_void_p()
-    if driver_function("cuCtxGetCurrent", CTX_GET_CURRENT)(ctypes.byref(current)):
+    if driver_function("cuCtxGetCurrent", _CTX_GET_CURRENT)(ctypes.byref(current)):
         return False  # let the checked path below report the driver's error
     return current.value == handle
 

@@ -7,7 +7,6 @@ plain cuLaunchKernel is cheaper through cuda.bindings (measured with tools/host_
 
 from __future__ import annotations
 
-import ctypes
 import threading
 
 _found: dict[bytes, object] = {}
@@ -42,5 +41,3 @@ def error_name(err: int) -> str:
 
     return driver.cuGetErrorName(driver.CUresult(err))[1].decode()
 
-
-CTX_GET_CURRENT = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_void_p))

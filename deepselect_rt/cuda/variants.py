@@ -119,9 +119,10 @@ def default_variants(arch: str | None = None) -> list[Variant]:
     for dtype in INPUT_DTYPES:
         for kmax in STREAM_KMAX:
             out += [stream_variant(dtype, kmax, few) for few in (False, True)]
-            if arch is None or arch_number(arch) >= 90:
-                out.append(stream_variant(dtype, kmax, split=SPLIT_CLUSTER))
-            if arch is None or arch_number(arch) < 90:
+            cluster = stream_variant(dtype, kmax, split=SPLIT_CLUSTER)
+            if arch is None or cluster.builds_for(arch):
+                out.append(cluster)
+            if arch is None or not cluster.builds_for(arch):
                 out += [stream_variant(dtype, kmax, split=SPLIT_WORKSPACE), merge_variant(dtype, kmax)]
         out.append(large_variant(dtype))
     return list(dict.fromkeys(out))  # the few-rows tuning may equal a bucket's own

@@ -1,0 +1,85 @@
+"""The CUDA backend's launch logic on the CPU, with the driver calls replaced: what ``run``
+launches, and the repeat launch it returns for fast_path.py (other streams and output pointers,
+invalidated by forced_split, absent where a call needs the whole path). The real launches are
+covered by the GPU tests."""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+
+import pytest
+
+pytest.importorskip("cuda.bindings", reason="needs the cu13 extra (cuda-bindings)")
+
+from deepselect_rt.cuda import backend, launch  # noqa: E402
+from deepselect_rt.cuda.plan import Plan  # noqa: E402
+from deepselect_rt.cuda.variants import SPLIT_CLUSTER, SPLIT_WORKSPACE, stream_variant  # noqa: E402
+from deepselect_rt.request import TopkRequest  # noqa: E402
+from deepselect_rt.tensors import Allocated, TensorView  # noqa: E402
+
+
+def _view(ptr, shape, dtype):
+    return TensorView(ptr, shape, (shape[1], 1), dtype, "cuda", 0, "torch", None)
+
+
+def _request(nan_policy="sentinel", rows=3, k=16):
+    return TopkRequest(x=_view(0x1000, (rows, 5000), "bfloat16"), k=k, begin=None, end=None, offsets=None,
+                       index_dtype="int32", sorted=True, sorted_index=False, return_value=True,
+                       nan_policy=nan_policy, idx_fill=-1, val_fill=0.0, out_idx=_view(0x2000, (rows, k), "int32"),
+                       out_val=_view(0x3000, (rows, k), "bfloat16"), stream=11)
+
+
+@pytest.fixture
+def launches(monkeypatch):
+    """Every launch.launch call as (kernel, grid, stream, cluster, Params copy); no driver."""
+    seen = []
+
+    def fake_launch(kernel, grid, threads, smem, stream, params, cluster=1):
+        seen.append((kernel, grid, stream, cluster, launch.Params.from_buffer_copy(params)))
+
+    monkeypatch.setattr(launch, "launch", fake_launch)
+    monkeypatch.setattr(backend, "on_device", lambda device: nullcontext())
+    monkeypatch.setattr(backend, "is_current", lambda device: True)
+    return seen
+
+
+def _ready(monkeypatch, split=1, how=""):
+    plan = Plan(stream_variant("bfloat16", 256, split=how), 512, 40000, split, how,
+                "merge-variant" if how == SPLIT_WORKSPACE else None)
+    ready = backend._Ready(plan, "kernel", "merge" if how == SPLIT_WORKSPACE else None)
+    monkeypatch.setattr(backend, "_ready_for", lambda req: ready)
+
+
+def test_run_launches_and_returns_a_repeat_launch(monkeypatch, launches):
+    _ready(monkeypatch, 4, SPLIT_CLUSTER)
+    again = backend.run(_request())
+    (kernel, grid, stream, cluster, params), = launches
+    assert (kernel, grid, stream, cluster) == ("kernel", 12, 11, 4)
+    assert (params.x, params.out_idx, params.out_val, params.split) == (0x1000, 0x2000, 0x3000, 4)
+    assert again(22) is True
+    assert launches[1][:4] == ("kernel", 12, 22, 4) and bytes(launches[1][4]) == bytes(params)
+    assert again(33, out_idx=0x4000) is True
+    patched = launches[2][4]
+    assert (patched.out_idx, patched.out_val, patched.x, patched.flags) == (0x4000, 0x3000, 0x1000, params.flags)
+    assert again(33, out_val=0x5000) and launches[3][4].out_idx == 0x2000 and launches[3][4].out_val == 0x5000
+
+
+def test_forced_split_invalidates_a_repeat_launch(monkeypatch, launches):
+    _ready(monkeypatch)
+    again = backend.run(_request())
+    with backend.forced_split(2):
+        assert again(5) is False
+    assert again(5) is False  # leaving it changes the plans again
+    assert len(launches) == 1
+
+
+def test_whole_path_calls_return_no_repeat_launch(monkeypatch, launches):
+    _ready(monkeypatch)
+    monkeypatch.setattr(backend, "_raise_on_nan", lambda req, ready: None)
+    assert backend.run(_request("raise")) is None
+    _ready(monkeypatch, 2, SPLIT_WORKSPACE)
+    scratch = Allocated(_view(0x9000, (1, 64), "int32"))
+    monkeypatch.setattr(backend, "workspace", lambda like, nbytes, stream: scratch)
+    assert backend.run(_request()) is None
+    assert [(k, g, c) for k, g, _, c, _ in launches] == [("kernel", 6, 1), ("merge", 3, 1)]
+    assert launches[0][4].workspace == launches[1][4].workspace == 0x9000
