@@ -16,7 +16,7 @@ constexpr int NT = DS_THREADS;
 
 struct Shared {
     SelectScratch sel;
-    FlagScan<NT> scan;
+    u32 warp_totals[NT / 32];
 };
 
 __device__ __forceinline__ u64 comp_at(const bits_t* xrow, u32 col) { return make_comp(key_of(xrow[col]), col); }
@@ -30,29 +30,6 @@ __device__ __forceinline__ u32 slot_col(const Params& p, i64 row, u64 i) {
 __device__ __forceinline__ void set_slot_col(const Params& p, i64 row, u64 i, u32 col) {
     if (p.flags & DS_F_IDX64) ((i64*)p.out_idx)[row * p.idx_row_stride + i] = col;
     else ((int*)p.out_idx)[row * p.idx_row_stride + i] = (int)col;
-}
-
-// The k-th largest composite of the row's [lo, lo + n), k < n.
-__device__ u64 select_global(const bits_t* xrow, u32 lo, u32 n, u32 k, Shared& sh) {
-    u64 prefix = 0, mask = 0;
-    u32 remaining = k;
-    for (int shift = DS_COMP_BITS - 8; shift >= 0; shift -= 8) {
-        for (u32 i = threadIdx.x; i < 256; i += NT) sh.sel.hist[i] = 0;
-        __syncthreads();
-        const u32 padded = (n + 31) & ~31u;
-        for (u32 i = threadIdx.x; i < padded; i += NT) {
-            const u64 c = i < n ? comp_at(xrow, lo + i) : 0;
-            warp_hist_add(sh.sel.hist, (u32)(c >> shift) & 255, i < n && (c & mask) == prefix);
-        }
-        __syncthreads();
-        if (threadIdx.x < 32) pick_digit(sh.sel, remaining);
-        __syncthreads();
-        remaining -= sh.sel.above;
-        prefix |= (u64)sh.sel.digit << shift;
-        mask |= (u64)255 << shift;
-        if (sh.sel.bucket == remaining) break;  // the prefix alone separates the k
-    }
-    return prefix;
 }
 
 // Bitonic sort of slots [0, m) by composite, descending, for any m: every compare puts the larger
@@ -87,7 +64,8 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS) DS_ENTRY(const Params p
     row_range(p, row, lo64, hi64);
     const u32 lo = (u32)lo64, n = (u32)(hi64 - lo64);
 
-    const u64 t = n > k ? select_global(xrow, lo, n, k, sh) : 0;
+    // The k-th largest composite of the row's [lo, lo + n).
+    const u64 t = n > k ? radix_select<NT>(n, k, 0, sh.sel, [&](u32 i) { return comp_at(xrow, lo + i); }) : 0;
 
     // Collect in column order (flag scan per chunk), noting NaN on the way.
     u32 m = 0;
@@ -100,9 +78,10 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS) DS_ENTRY(const Params p
             take = c >= t;
             nan_here |= comp_key(c) == DS_KEY_NAN;
         }
-        u32 total;
-        const u32 rank = cta_flag_rank<NT>(take, sh.scan, &total);
-        if (take) set_slot_col(p, row, m + rank, lo + i);
+        const u32 flagged[1] = {take};
+        u32 rank[1];
+        const u32 total = slot_ranks<NT, 1>(flagged, rank, sh.warp_totals);
+        if (take) set_slot_col(p, row, m + rank[0], lo + i);
         m += total;
     }
     const bool has_nan = __syncthreads_or(nan_here);

@@ -4,10 +4,15 @@
 #include "common/types.cuh"
 
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
-// Every thread of every CTA of the cluster: release this CTA's shared-memory writes, acquire
-// the others'.
+// The two halves of a cluster barrier, every thread of every CTA of the cluster: arrive
+// releases this CTA's shared-memory writes, wait acquires the others'. Work between them
+// overlaps the wait; until wait returns, this CTA's shared memory stays alive for the others.
+__device__ __forceinline__ void cluster_arrive() { asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory"); }
+__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory"); }
+
 __device__ __forceinline__ void cluster_sync() {
-    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+    cluster_arrive();
+    cluster_wait();
 }
 
 // The shared::cluster address of `p` (a shared-memory pointer of this CTA) in CTA `rank`.
@@ -18,9 +23,21 @@ __device__ __forceinline__ u32 cluster_map(const void* p, u32 rank) {
     return remote;
 }
 
+
+// Loads and stores at a shared::cluster address (cluster_map). Ordered by the cluster barriers.
 __device__ __forceinline__ u64 cluster_load_u64(u32 addr) {
     u64 v;
     asm volatile("ld.shared::cluster.u64 %0, [%1];" : "=l"(v) : "r"(addr) : "memory");
     return v;
+}
+
+__device__ __forceinline__ u32 cluster_load_u32(u32 addr) {
+    u32 v;
+    asm volatile("ld.shared::cluster.u32 %0, [%1];" : "=r"(v) : "r"(addr));
+    return v;
+}
+
+__device__ __forceinline__ void cluster_store_u64(u32 addr, u64 v) {
+    asm volatile("st.shared::cluster.u64 [%0], %1;" ::"r"(addr), "l"(v) : "memory");
 }
 #endif

@@ -1,5 +1,6 @@
-// Radix select over the composites in shared memory: find the k largest of buf[0, count) and
-// compact them into buf[0, k). Composites are unique, so the answer is unique.
+// Radix select, 8 bits per pass, and the helpers around it: thresholds over composites (unique,
+// so the answer is unique) or keys, for one CTA or (through the histogram merge) a cluster, and
+// compaction of a shared buffer to the composites at or above a threshold.
 #pragma once
 #include "common/keys.cuh"
 #include "warp/scan.cuh"
@@ -43,59 +44,73 @@ __device__ __forceinline__ void warp_hist_add(u32* hist, u32 bin, bool active) {
     if ((threadIdx.x & 31) == __ffs(peers) - 1) atomicAdd(&hist[bin], (u32)__popc(peers));
 }
 
-// Returns a threshold t such that the composites >= t are the k largest plus at most `slack`
-// more (k < count). slack = 0 selects exactly k; a streaming pass may stop a digit early
-// because it only needs a valid, not the tightest, threshold.
-template <int NT>
-__device__ u64 radix_select(const u64* buf, u32 count, u32 k, u32 slack, SelectScratch& s) {
-    u64 prefix = 0, mask = 0;
-    u32 remaining = k;
-    for (int shift = DS_COMP_BITS - 8; shift >= 0; shift -= 8) {
-        for (u32 i = threadIdx.x; i < 256; i += NT) s.hist[i] = 0;
+// The digits found so far: the elements whose bits under `mask` equal `prefix` form the bucket
+// holding the k-th largest, and `remaining` of them belong to the k largest.
+struct Digits {
+    u64 prefix, mask;
+    u32 remaining;
+};
+
+// Histograms of one CTA: fill and pick in the same shared array.
+struct CtaHistogram {
+    __device__ __forceinline__ u32* local(int, SelectScratch& s) { return s.hist; }
+    __device__ __forceinline__ void merge(int, SelectScratch&) { __syncthreads(); }
+};
+
+// Radix select, 8 bits per pass from bit `top` down: fill(hist, shift, digits) adds the
+// elements of the current bucket to hist by their digit at `shift`; Hist gives each pass's
+// histogram and merges it into s.hist (a CTA's own, or a cluster's sum). Stops once keeping
+// the whole bucket keeps at most `slack` more than k (slack = 0: the exact k-th's bucket).
+// Every thread of the CTA must call it; every participant computes the same digits.
+template <int NT, class Fill, class Hist>
+__device__ __forceinline__ Digits radix_digits(int top, u32 k, u32 slack, SelectScratch& s, Hist& hist, Fill fill) {
+    Digits d{0, 0, k};
+    for (int shift = top, pass = 0; shift >= 0; shift -= 8, ++pass) {
+        u32* h = hist.local(pass, s);
+        for (u32 i = threadIdx.x; i < 256; i += NT) h[i] = 0;
         __syncthreads();
-        const u32 padded = (count + 31) & ~31u;  // whole warps for the warp-level adds
-        for (u32 i = threadIdx.x; i < padded; i += NT) {
-            const u64 c = i < count ? buf[i] : 0;
-            warp_hist_add(s.hist, (u32)(c >> shift) & 255, i < count && (c & mask) == prefix);
-        }
+        fill(h, shift, d);
+        hist.merge(pass, s);
+        if (threadIdx.x < 32) pick_digit(s, d.remaining);
         __syncthreads();
-        if (threadIdx.x < 32) pick_digit(s, remaining);
-        __syncthreads();
-        remaining -= s.above;
-        prefix |= (u64)s.digit << shift;
-        mask |= (u64)255 << shift;
-        // Keeping the whole bucket keeps k + (bucket - remaining) elements.
-        if (s.bucket - remaining <= slack) break;
+        d.remaining -= s.above;
+        d.prefix |= (u64)s.digit << shift;
+        d.mask |= (u64)255 << shift;
+        if (s.bucket - d.remaining <= slack) break;
     }
-    return prefix;
+    return d;
 }
 
-// A threshold t for keys held in registers: key(j, valid) gives this thread's j-th key (j < N)
+// Returns a threshold t such that the composites >= t, of comp(0 .. count), are the k largest
+// plus at most `slack` more (k < count). slack = 0 selects exactly k; a streaming pass may stop
+// a digit early because it only needs a valid, not the tightest, threshold.
+template <int NT, class Comp>
+__device__ u64 radix_select(u32 count, u32 k, u32 slack, SelectScratch& s, Comp comp) {
+    CtaHistogram cta;
+    return radix_digits<NT>(DS_COMP_BITS - 8, k, slack, s, cta, [&](u32* h, int shift, const Digits& d) {
+        const u32 padded = (count + 31) & ~31u;  // whole warps for the warp-level adds
+        for (u32 i = threadIdx.x; i < padded; i += NT) {
+            const u64 c = i < count ? comp(i) : 0;
+            warp_hist_add(h, (u32)(c >> shift) & 255, i < count && (c & d.mask) == d.prefix);
+        }
+    }).prefix;
+}
+
+// A threshold for keys held in registers: key(j, valid) gives this thread's j-th key (j < N)
 // and whether it exists; at least k must exist. Returns t = (key prefix) << 32 such that the
 // keys >= the prefix number at least k and, unless ties forbid it, at most k + slack. Every
 // thread of the CTA must call it.
 template <int NT, int N, class Key>
 __device__ u64 key_threshold(Key key, u32 k, u32 slack, SelectScratch& s) {
-    u32 prefix = 0, mask = 0;
-    u32 remaining = k;
-    for (int shift = DS_ELEM_BITS - 8; shift >= 0; shift -= 8) {
-        for (u32 i = threadIdx.x; i < 256; i += NT) s.hist[i] = 0;
-        __syncthreads();
+    CtaHistogram cta;
+    return radix_digits<NT>(DS_ELEM_BITS - 8, k, slack, s, cta, [&](u32* h, int shift, const Digits& d) {
 #pragma unroll
         for (int j = 0; j < N; ++j) {
             bool valid;
             const u32 kj = key(j, valid);
-            warp_hist_add(s.hist, (kj >> shift) & 255, valid && (kj & mask) == prefix);
+            warp_hist_add(h, (kj >> shift) & 255, valid && (kj & (u32)d.mask) == (u32)d.prefix);
         }
-        __syncthreads();
-        if (threadIdx.x < 32) pick_digit(s, remaining);
-        __syncthreads();
-        remaining -= s.above;
-        prefix |= (u32)s.digit << shift;
-        mask |= 255u << shift;
-        if (s.bucket - remaining <= slack) break;
-    }
-    return (u64)prefix << 32;
+    }).prefix << 32;
 }
 
 // Moves the composites >= t of buf[0, count) to buf[0, ...), in place. Chunk c writes below

@@ -1,33 +1,31 @@
-// CTA-wide exclusive prefix sum of one flag per thread, in thread order (deterministic).
+// CTA-wide exclusive prefix sums in thread order (deterministic), for compaction in column order.
 #pragma once
-#include "common/types.cuh"
+#include "warp/scan.cuh"
 
-template <int NT>
-struct FlagScan {
-    u32 warp_totals[NT / 32];
-    u32 total;
-};
-
-// Returns this thread's rank among the flagged threads; sets *total to the flagged count.
-// Contains barriers: every thread of the CTA must call it.
-template <int NT>
-__device__ __forceinline__ u32 cta_flag_rank(bool flag, FlagScan<NT>& s, u32* total) {
+// Ranks of flagged elements when each warp holds a contiguous run of V slots per lane, slot u of
+// lane l before slot u of lane l + 1 and after every slot u - 1 of the warp (the layout of a
+// warp's coalesced loads). n[u]: this thread's flagged elements in slot u. On return base[u] is
+// how many flagged elements of the CTA come before slot u of this thread; returns the CTA's
+// total. warp_totals holds NT / 32 entries. Contains barriers: every thread must call it.
+template <int NT, int V>
+__device__ __forceinline__ u32 slot_ranks(const u32 (&n)[V], u32 (&base)[V], u32* warp_totals) {
+    static_assert(NT <= 1024, "one warp scans the warp totals");
     const u32 lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const u32 bal = __ballot_sync(DS_FULL_MASK, flag);
-    if (lane == 0) s.warp_totals[warp] = __popc(bal);
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        u32 run = 0;
-        for (int w = 0; w < NT / 32; ++w) {
-            const u32 t = s.warp_totals[w];
-            s.warp_totals[w] = run;
-            run += t;
-        }
-        s.total = run;
+    u32 run = 0;
+#pragma unroll
+    for (int u = 0; u < V; ++u) {
+        const u32 incl = warp_inclusive_sum(n[u]);
+        base[u] = run + incl - n[u];
+        run += __shfl_sync(DS_FULL_MASK, incl, 31);
     }
+    if (lane == 0) warp_totals[warp] = run;
     __syncthreads();
-    const u32 rank = s.warp_totals[warp] + __popc(bal & ((1u << lane) - 1));
-    *total = s.total;
-    __syncthreads();
-    return rank;
+    const u32 t = lane < NT / 32 ? warp_totals[lane] : 0;
+    const u32 incl = warp_inclusive_sum(t);
+    const u32 before = __shfl_sync(DS_FULL_MASK, incl - t, warp);
+    const u32 total = __shfl_sync(DS_FULL_MASK, incl, 31);
+#pragma unroll
+    for (int u = 0; u < V; ++u) base[u] += before;
+    __syncthreads();  // warp_totals may be reused
+    return total;
 }

@@ -27,6 +27,12 @@ typedef u16 bits_t;
 // Elements per 16-byte vector load.
 #define DS_VEC (16 / DS_ELEM_BYTES)
 
+// One 16-byte vector load, as raw bits or as elements.
+union Vec {
+    uint4 v;
+    bits_t b[DS_VEC];
+};
+
 __device__ __forceinline__ float to_float(bits_t b) {
 #if DS_DTYPE == 0
     return __uint_as_float(b);

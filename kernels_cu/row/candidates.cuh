@@ -34,7 +34,7 @@ constexpr u32 STREAM_SLACK = DS_KMAX / 2;
 // Keeps the best of the buffer when the next block could overflow it; updates T and its floor.
 __device__ __forceinline__ void maybe_select(Shared& sh, StepCounter& cnt, u32 k, u64& thr, float& floor) {
     if (cnt.base <= (u32)(CAP - BLOCK)) return;
-    thr = radix_select<NT>(sh.buf, cnt.base, k, STREAM_SLACK, sh.sel);
+    thr = radix_select<NT>(cnt.base, k, STREAM_SLACK, sh.sel, [&](u32 i) { return sh.buf[i]; });
     cnt.base = compact_at_least<NT, 4>(sh.buf, cnt.base, thr, sh.sel);
     floor = threshold_floor(thr);
 }
@@ -43,7 +43,7 @@ __device__ __forceinline__ void maybe_select(Shared& sh, StepCounter& cnt, u32 k
 // becomes the k-th best); returns how many remain.
 __device__ __forceinline__ u32 select_exact(Shared& sh, u32 m, u32 k, u64& thr) {
     if (m <= k) return m;
-    thr = radix_select<NT>(sh.buf, m, k, 0, sh.sel);
+    thr = radix_select<NT>(m, k, 0, sh.sel, [&](u32 i) { return sh.buf[i]; });
     return compact_at_least<NT, 4>(sh.buf, m, thr, sh.sel);
 }
 

@@ -3,11 +3,6 @@
 #pragma once
 #include "common/keys.cuh"
 
-union Vec {
-    uint4 v;
-    bits_t b[DS_VEC];
-};
-
 // Packed maximum that keeps NaN (sm_80+), so a NaN never hides behind a number.
 __device__ __forceinline__ u32 max2_nan(u32 a, u32 b) {
     u32 d;
