@@ -13,7 +13,8 @@ pytest.importorskip("cuda.bindings", reason="needs the cu13 extra (cuda-bindings
 
 from deepselect_rt.cuda import backend, launch  # noqa: E402
 from deepselect_rt.cuda.plan import Plan  # noqa: E402
-from deepselect_rt.cuda.variants import SPLIT_CLUSTER, SPLIT_WORKSPACE, stream_variant  # noqa: E402
+from deepselect_rt.cuda.variants import (SPLIT_CLUSTER, SPLIT_RADIX, SPLIT_WORKSPACE, radix_variant,  # noqa: E402
+                                         stream_variant)
 from deepselect_rt.request import TopkRequest  # noqa: E402
 from deepselect_rt.tensors import Allocated, TensorView  # noqa: E402
 
@@ -62,6 +63,14 @@ def test_run_launches_and_returns_a_repeat_launch(monkeypatch, launches):
     patched = launches[2][4]
     assert (patched.out_idx, patched.out_val, patched.x, patched.flags) == (0x4000, 0x3000, 0x1000, params.flags)
     assert again(33, out_val=0x5000) and launches[3][4].out_idx == 0x2000 and launches[3][4].out_val == 0x5000
+
+
+def test_radix_plans_launch_one_cluster_per_row(monkeypatch, launches):
+    plan = Plan(radix_variant("bfloat16", 1024, 2), 1024, 8000, 16, SPLIT_RADIX)
+    monkeypatch.setattr(backend, "_ready_for", lambda req: backend._Ready(plan, "radix"))
+    again = backend.run(_request(rows=2))
+    assert launches[0][:4] == ("radix", 32, 11, 16) and launches[0][4].split == 16
+    assert again(7) and launches[1][:4] == ("radix", 32, 7, 16)
 
 
 def test_forced_split_invalidates_a_repeat_launch(monkeypatch, launches):

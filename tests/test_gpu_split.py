@@ -1,6 +1,7 @@
-"""Rows split over several CTAs (issue 5): thread-block clusters (sm_90+) and the workspace +
-merge launch (every GPU), forced through ``backend.forced_split`` and compared bit for bit with
-the NumPy reference, plus the automatic rule around its switch points.
+"""Rows split over several CTAs (issue 5): the cluster radix select and the streaming kernel's
+thread-block clusters (sm_90+), and the workspace + merge launch (every GPU), forced through
+``backend.forced_split`` and compared bit for bit with the NumPy reference, plus the automatic
+rule around its switch points.
 
 Run on a GPU machine: ``pytest -m gpu``. Skips without CUDA.
 """
@@ -13,17 +14,28 @@ import pytest
 import deepselect_rt
 from deepselect_rt import distributions
 from deepselect_rt.cuda import backend, module
-from deepselect_rt.cuda.plan import split_factor
-from deepselect_rt.cuda.variants import SPLIT_CLUSTER, SPLIT_WORKSPACE
+from deepselect_rt.cuda.plan import radix_split, radix_tier, row_vectors, split_factor
+from deepselect_rt.cuda.variants import RADIX_TIERS, SPLIT_CLUSTER, SPLIT_RADIX, SPLIT_WORKSPACE
+from deepselect_rt.dtypes import ITEMSIZE
 from gpu_helpers import NaNInputError, bits, check, random_ranges, to_device, to_host, torch_cuda
 
 pytestmark = pytest.mark.gpu
 
 
-@pytest.fixture(params=[SPLIT_CLUSTER, SPLIT_WORKSPACE])
-def how(request):
+def _has_clusters() -> bool:
     torch_cuda()
-    if request.param == SPLIT_CLUSTER and not module.device_info(0).cluster_launch:
+    return module.device_info(0).cluster_launch
+
+
+def _radix_plans() -> set:
+    """(split, tier) of every cluster radix plan the backend has prepared."""
+    return {(r.plan.split, dict(r.plan.variant.extra)["DS_VECS"]) for r in backend._ready.values()
+            if r.plan.how == SPLIT_RADIX}
+
+
+@pytest.fixture(params=[SPLIT_RADIX, SPLIT_CLUSTER, SPLIT_WORKSPACE])
+def how(request):
+    if request.param != SPLIT_WORKSPACE and not _has_clusters():
         pytest.skip("this GPU has no thread-block clusters")
     return request.param
 
@@ -109,6 +121,41 @@ def test_real_fixtures(how, fixtures_dir):
         check(np.load(fixtures_dir / "sampler_logits_fp32.npy"), 512, sorted=True)
 
 
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+@pytest.mark.parametrize("tier", range(4))
+def test_radix_rows_filling_each_tier(dtype, tier):
+    # The widest row each tier holds at split 2 and 3 (a CTA's last vector in use), with the
+    # rows off the 16-byte boundary (a column of offset, begin) so both end vectors are partial.
+    if not _has_clusters():
+        pytest.skip("this GPU has no thread-block clusters")
+    threads, vectors = RADIX_TIERS[dtype][tier]
+    vec = 16 // ITEMSIZE[dtype]
+    for split in (2, 3):
+        width = (threads * vectors * split - 1) * vec
+        assert radix_tier(dtype, row_vectors(dtype, width, begin=True), split) == (threads, vectors)
+        assert radix_tier(dtype, row_vectors(dtype, width + vec, begin=True), split) != (threads, vectors)
+        wide = distributions.make("few_distinct", 3, width + 1, dtype, seed=tier + split)
+        x = wide[:, 1:]
+        begin = np.array([0, 3, 1], np.int32)
+        with backend.forced_split(split, SPLIT_RADIX):
+            check(x, 2048, begin=begin, indices_type="int32")
+            check(x, 100, sorted=True)
+        assert (split, vectors) in _radix_plans()
+
+
+def test_radix_handles_ties_across_ctas():
+    # Every element equal: the k winners are the k lowest columns, taken across CTAs.
+    if not _has_clusters():
+        pytest.skip("this GPU has no thread-block clusters")
+    x = np.zeros((2, 40000), np.float32)  # 2500 columns per CTA
+    x[1, 37777] = 1.0
+    with backend.forced_split(16, SPLIT_RADIX):
+        for k in (1, 2500, 2501, 4096):
+            check(x, k)
+            check(x, k, sorted=True)
+    assert any(split == 16 for split, _ in _radix_plans())
+
+
 def test_automatic_rule_around_its_switch_points():
     torch_cuda()
     sms = module.device_info(0).sm_count
@@ -119,3 +166,6 @@ def test_automatic_rule_around_its_switch_points():
                 check(x, k, indices_type="int32")
     assert split_factor(1, 131072, 512, sms) > 1  # the switch is really exercised
     assert split_factor(sms, 131072, 512, sms) == 1
+    if _has_clusters():
+        assert radix_split(1, row_vectors("bfloat16", 131072), 512, "bfloat16", sms) > 1
+        assert radix_split(sms // 2 + 1, row_vectors("bfloat16", 131072), 512, "bfloat16", sms) == 1

@@ -6,8 +6,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from deepselect_rt.cuda import plan as P
-from deepselect_rt.cuda.variants import (SPLIT_CLUSTER, SPLIT_WORKSPACE, STREAM_KMAX, default_variants,
-                                         merge_variant)
+from deepselect_rt.cuda.variants import (RADIX_TIERS, SPLIT_CLUSTER, SPLIT_RADIX, SPLIT_WORKSPACE, STREAM_KMAX,
+                                         default_variants, merge_variant)
+from deepselect_rt.dtypes import ITEMSIZE
 
 H200 = P.DeviceLimits(sm_count=132, max_smem_per_block=227 * 1024, clusters=True)
 A100 = P.DeviceLimits(sm_count=108, max_smem_per_block=163 * 1024, clusters=False)
@@ -93,3 +94,65 @@ def test_default_variants_per_arch():
     assert all(v.builds_for("sm_90a") for v in sm90)
     assert not any(v.builds_for("sm_86") for v in sm90 if v.min_sm == 90)
     assert set(sm80) | set(sm90) == set(default_variants())
+
+
+@given(rows=st.integers(1, 300), width=st.integers(1, 1 << 22), k=st.integers(1, 6000),
+       sms=st.integers(1, 200), dtype=st.sampled_from(["float32", "float16", "bfloat16"]))
+def test_radix_split_fits_the_sms_and_a_tier(rows, width, k, sms, dtype):
+    span = P.row_vectors(dtype, width, begin=True)
+    s = P.radix_split(rows, span, k, dtype, sms)
+    if s == 1:
+        return
+    assert k <= STREAM_KMAX[-1] and s & (s - 1) == 0 and 2 <= s <= P.MAX_SPLIT
+    assert 2 * rows * s <= sms and span >= 2 * RADIX_TIERS[dtype][0][0]
+    assert 2 * s > P.MAX_SPLIT or 2 * rows * 2 * s > sms  # the largest allowed
+    threads, vectors = P.radix_tier(dtype, span, s)
+    assert threads * vectors * s >= span
+    assert (threads, vectors) != RADIX_TIERS[dtype][-1] or k >= P.LARGEST_TIER_MIN_K
+
+
+def test_row_vectors_counts_the_partial_end_vectors():
+    assert P.row_vectors("bfloat16", 16) == 2
+    assert P.row_vectors("bfloat16", 16, ptr=2) == 3  # one element into a vector
+    assert P.row_vectors("bfloat16", 16, ptr=0, row_stride=17) == 3  # rows off the boundary
+    assert P.row_vectors("bfloat16", 16, ptr=0, row_stride=24) == 2
+    assert P.row_vectors("float32", 9, begin=True) == 4
+    assert P.row_vectors("float32", 8, ptr=12, row_stride=4) == 3
+
+
+def test_radix_split_for_the_decode_shapes_of_issue_5():
+    # The best of tools/tune_split.py's grid on the H200 (docs/benchmarks.md).
+    bf = lambda width: P.row_vectors("bfloat16", width)  # noqa: E731  (aligned rows)
+    assert P.radix_split(1, bf(131072), 512, "bfloat16", 132) == 16
+    assert P.radix_tier("bfloat16", bf(131072), 16) == (1024, 1)
+    assert P.radix_tier("bfloat16", bf(131072) + 1, 16) == (1024, 2)  # a row off the boundary
+    assert P.radix_split(8, bf(131072), 2048, "bfloat16", 132) == 8
+    assert P.radix_split(16, bf(131072), 512, "bfloat16", 132) == 4
+    assert P.radix_split(32, bf(131072), 512, "bfloat16", 132) == 1  # 2 CTAs: the largest tier
+    assert P.radix_split(32, bf(131072), 2048, "bfloat16", 132) == 2
+    assert P.radix_split(1, bf(32768), 512, "bfloat16", 132) == 16
+    assert P.radix_split(1, bf(1 << 20), 2048, "bfloat16", 132) == 16
+    assert P.radix_split(1, bf(1 << 20), 512, "bfloat16", 132) == 1
+    assert P.radix_tier("bfloat16", bf(1 << 20), 16) == (1024, 8)
+    assert P.radix_split(8, bf(1 << 20), 2048, "bfloat16", 132) == 1  # 8 CTAs per row cannot hold it
+    assert P.radix_split(1, P.row_vectors("float32", 129280), 512, "float32", 132) == 16
+    assert P.radix_split(1, bf(2047 * 8), 512, "bfloat16", 132) == 1
+    assert P.radix_split(1, bf(1 << 20), 4097, "bfloat16", 132) == 1
+
+
+def test_make_plan_radix_and_its_fallbacks():
+    p = P.make_plan("bfloat16", 512, True, H200, 16, SPLIT_RADIX, (1024, 2))
+    assert (p.variant.family, p.threads, p.split, p.how) == ("topk_cluster", 1024, 16, SPLIT_RADIX)
+    assert dict(p.variant.extra)["DS_VECS"] == 2 and p.variant.min_sm == 90
+    assert p.smem == P.radix_smem_bytes(512) == P._RADIX_SCRATCH_BYTES + 8 * 512
+    assert P.radix_smem_bytes(513) == P._RADIX_SCRATCH_BYTES + 8 * 1024
+    # No tier (the row does not fit), no clusters, or k past 4096: the streaming kernel's ways.
+    assert P.make_plan("bfloat16", 512, True, H200, 16, SPLIT_RADIX, None).how == SPLIT_CLUSTER
+    assert P.make_plan("bfloat16", 512, True, A100, 4, SPLIT_RADIX, (1024, 1)).how == SPLIT_WORKSPACE
+    assert P.make_plan("bfloat16", 5000, True, H200, 4, SPLIT_RADIX, (1024, 1)).variant.family == "topk_large"
+
+
+def test_radix_variants_only_where_clusters_exist():
+    families = lambda arch: {v.family for v in default_variants(arch)}  # noqa: E731
+    assert "topk_cluster" in families("sm_90a") and "topk_cluster" in families("sm_120")
+    assert "topk_cluster" not in families("sm_80") and "topk_cluster" not in families("sm_89")

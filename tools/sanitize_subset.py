@@ -1,6 +1,6 @@
 """A small, representative set of top-k calls for compute-sanitizer (memcheck / racecheck):
 every kernel family, every dtype, unaligned rows, short rows, begin/end, NaN, caller buffers,
-rows split over a cluster and over a workspace."""
+rows split over a cluster (streaming and radix) and over a workspace."""
 
 import numpy as np
 import torch
@@ -17,7 +17,7 @@ for dt in (torch.float32, torch.float16, torch.bfloat16):
         deepselect_rt.topk(x[:, 1:], k, sorted=True, nan_policy="propagate", indices_type="int32")
         buf = torch.zeros(3, k + 3, dtype=torch.int64, device="cuda")
         deepselect_rt.topk(x, k, output_idx=buf[:, :k], return_value=False, nan_policy="sentinel")
-for how in ("cluster", "workspace"):
+for how in ("radix", "cluster", "workspace"):
     for split in (3, 16):
         with backend.forced_split(split, how):
             x = torch.randn(2, 70001, device="cuda").to(torch.bfloat16)
@@ -25,5 +25,6 @@ for how in ("cluster", "workspace"):
             end = torch.tensor([70001, 900], dtype=torch.int32, device="cuda")
             for k in (7, 2048):
                 deepselect_rt.topk(x[:, 1:], k, end=end, sorted=True, nan_policy="propagate")
+                deepselect_rt.topk(x[:, 1:], k, end=end, nan_policy="sentinel")
 torch.cuda.synchronize()
 print("sanitize subset done", np.__version__)

@@ -1,7 +1,8 @@
 """Split-row crossover (issue 5): GPU time under CUDA-graph replay with a cold L2 of each shape
-with every split factor forced (1 = one CTA per row), cluster vs workspace at the rule's pick,
-and torch.topk. GPU only; prints tables, writes JSON to the path
-given (default split.json)."""
+through the streaming kernel at split_factor's split (1 = one CTA per row) and through the
+cluster radix select at every split it fits; then the issue's goal shapes with the automatic
+rule, each way, and torch.topk. GPU only; prints tables, writes JSON to the path given (default
+split.json). ``--goals``: the goal table only."""
 
 import json
 import sys
@@ -16,14 +17,13 @@ from rich.table import Table  # noqa: E402
 import deepselect_rt  # noqa: E402
 from deepselect_rt import bench  # noqa: E402
 from deepselect_rt.cuda import backend, module  # noqa: E402
-from deepselect_rt.cuda.plan import split_factor  # noqa: E402
-from deepselect_rt.cuda.variants import SPLIT_CLUSTER, SPLIT_WORKSPACE  # noqa: E402
+from deepselect_rt.cuda.plan import radix_split, radix_tier, row_vectors, split_factor  # noqa: E402
+from deepselect_rt.cuda.variants import SPLIT_CLUSTER, SPLIT_RADIX, SPLIT_WORKSPACE  # noqa: E402
 
 SPLITS = (1, 2, 4, 8, 16)
 GOALS = [("bfloat16", 1, 131072, 512, 8), ("bfloat16", 1, 1 << 20, 2048, 12), ("bfloat16", 8, 131072, 2048, 10),
          ("bfloat16", 8, 1 << 20, 2048, 18), ("float32", 1, 129280, 512, 10)]
-GRID = [("bfloat16", r, w, k) for k in (512, 2048) for w in (16384, 65536, 131072, 1 << 20)
-        for r in (1, 4, 8, 16, 32, 64)]
+GRID = [("bfloat16", r, w, k) for k in (512, 2048) for w in (32768, 131072, 1 << 20) for r in (1, 4, 8, 16, 32)]
 ITERS = 30
 
 flush = torch.empty(bench.FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
@@ -31,12 +31,13 @@ sms = module.device_info(0).sm_count
 console = Console()
 
 
-def timed(dtype, rows, width, k, split=None, how=""):
+def timed(dtype, rows, width, k, split=None, how="", sorted=False):
     x = torch.randn(rows, width, device="cuda").to(getattr(torch, dtype))
     idx = torch.empty(rows, k, dtype=torch.int32, device="cuda")
 
     def ours():
-        deepselect_rt.topk(x, k, output_idx=idx, indices_type="int32", return_value=False, nan_policy="sentinel")
+        deepselect_rt.topk(x, k, output_idx=idx, indices_type="int32", return_value=False, nan_policy="sentinel",
+                           sorted=sorted)
 
     if split is None:
         return bench._time_graph(torch, ours, flush, ITERS)
@@ -49,27 +50,47 @@ def torch_time(dtype, rows, width, k):
     return bench._time_graph(torch, lambda: torch.topk(x, k, dim=1, sorted=False), flush, ITERS)
 
 
-out = {"sm_count": sms, "grid": [], "goals": []}
-table = Table("dtype", "rows", "width", "k", *[f"split {s} us" for s in SPLITS], "best", "rule",
-              title=f"split crossover, graph replay, cold L2 ({torch.cuda.get_device_name()})")
-for dtype, rows, width, k in GRID:
-    times = {s: timed(dtype, rows, width, k, s) for s in SPLITS}
-    rule = split_factor(rows, width, k, sms)
-    best = min(times, key=lambda s: times[s] if times[s] is not None else 1e30)
-    out["grid"].append(dict(dtype=dtype, rows=rows, width=width, k=k, times=times, rule=rule))
-    table.add_row(dtype, str(rows), str(width), str(k), *[f"{times[s]:.1f}" for s in SPLITS], str(best), str(rule))
-console.print(table)
+def rule(dtype, rows, width, k):
+    """What the backend picks: ("radix", split) or ("stream", split)."""
+    split = radix_split(rows, row_vectors(dtype, width), k, dtype, sms)
+    return (SPLIT_RADIX, split) if split > 1 else ("stream", split_factor(rows, width, k, sms))
 
-goal_table = Table("shape", "k", "torch us", "ours (rule) us", "split", "cluster@rule", "workspace@rule", "goal us",
-                   title="issue 5 goals, graph replay, cold L2")
+
+def fmt(t):
+    return "-" if t is None else f"{t:.1f}"
+
+
+out = {"sm_count": sms, "grid": [], "goals": []}
+if "--goals" not in sys.argv:
+    table = Table("dtype", "rows", "width", "k", "stream", *[f"radix {s}" for s in SPLITS[1:]],
+                  "best", "rule", title=f"split crossover, us, graph replay, cold L2 ({torch.cuda.get_device_name()})")
+    for dtype, rows, width, k in GRID:
+        stream_split = split_factor(rows, width, k, sms)
+        times = {f"stream {stream_split}": timed(dtype, rows, width, k, stream_split)}
+        for s in SPLITS[1:]:
+            fits = rows * s <= sms and radix_tier(dtype, row_vectors(dtype, width), s)
+            times[f"radix {s}"] = timed(dtype, rows, width, k, s, SPLIT_RADIX) if fits else None
+        best = min((t, name) for name, t in times.items() if t is not None)[1]
+        how, split = rule(dtype, rows, width, k)
+        out["grid"].append(dict(dtype=dtype, rows=rows, width=width, k=k, times=times, rule=[how, split]))
+        table.add_row(dtype, str(rows), str(width), str(k), *[fmt(t) for t in times.values()], best, f"{how} {split}")
+    console.print(table)
+
+goal_table = Table("shape", "k", "torch us", "ours (rule) us", "sorted=True us", "rule", "stream cluster us",
+                   "workspace us", "goal us",
+                   title="issue 5 goals, graph replay, cold L2 (stream ways at split_factor's split)")
 for dtype, rows, width, k, goal in GOALS:
-    rule = split_factor(rows, width, k, sms)
-    row = dict(dtype=dtype, rows=rows, width=width, k=k, goal=goal, split=rule,
+    how, split = rule(dtype, rows, width, k)
+    stream_split = split_factor(rows, width, k, sms)
+    row = dict(dtype=dtype, rows=rows, width=width, k=k, goal=goal, rule=[how, split],
                torch=torch_time(dtype, rows, width, k), ours=timed(dtype, rows, width, k),
-               cluster=timed(dtype, rows, width, k, rule, SPLIT_CLUSTER),
-               workspace=timed(dtype, rows, width, k, rule, SPLIT_WORKSPACE))
+               ours_sorted=timed(dtype, rows, width, k, sorted=True),
+               cluster=timed(dtype, rows, width, k, stream_split, SPLIT_CLUSTER),
+               workspace=timed(dtype, rows, width, k, stream_split, SPLIT_WORKSPACE))
     out["goals"].append(row)
-    goal_table.add_row(f"{dtype} {rows}x{width}", str(k), f"{row['torch']:.1f}", f"{row['ours']:.1f}", str(rule),
-                       f"{row['cluster']:.1f}", f"{row['workspace']:.1f}", str(goal))
+    goal_table.add_row(f"{dtype} {rows}x{width}", str(k), fmt(row["torch"]), fmt(row["ours"]), fmt(row["ours_sorted"]),
+                       f"{how} {split}",
+                       fmt(row["cluster"]), fmt(row["workspace"]), str(goal))
 console.print(goal_table)
-Path(sys.argv[1] if len(sys.argv) > 1 else "split.json").write_text(json.dumps(out, indent=1))
+paths = [a for a in sys.argv[1:] if not a.startswith("--")]
+Path(paths[0] if paths else "split.json").write_text(json.dumps(out, indent=1))

@@ -19,8 +19,8 @@ from ..tensors import allocate, workspace
 from . import launch, module
 from .context import is_current, on_device
 from .module import check
-from .plan import DeviceLimits, Plan, make_plan, split_factor
-from .variants import SPLIT_CLUSTER, SPLIT_WORKSPACE
+from .plan import DeviceLimits, Plan, make_plan, radix_split, radix_tier, row_vectors, split_factor
+from .variants import SPLIT_CLUSTER, SPLIT_RADIX, SPLIT_WORKSPACE
 
 _STATIC_SMEM_LIMIT = 48 * 1024
 # The largest cluster every sm_90+ GPU accepts without opting in.
@@ -44,12 +44,15 @@ _epoch = 0  # changes whenever forced_split changes the plans; repeat launches c
 
 @contextmanager
 def forced_split(split: int, how: str = ""):
-    """For tests and tuning: in the body, every streaming top-k splits each row over ``split``
-    CTAs (1: one CTA per row) through ``how`` (SPLIT_CLUSTER, SPLIT_WORKSPACE, or "" for what
-    the device has), whatever ``split_factor`` would pick. Not thread-safe."""
+    """For tests and tuning: in the body, every top-k with k <= 4096 splits each row over
+    ``split`` CTAs (1: one CTA per row) through ``how`` (SPLIT_RADIX, SPLIT_CLUSTER,
+    SPLIT_WORKSPACE, or "" for the streaming kernel's way on this device), whatever the plan's
+    rules would pick. SPLIT_RADIX falls back to "" where the row does not fit ``split`` CTAs'
+    registers or the device has no clusters. Not thread-safe."""
     global _forced, _epoch
-    if how not in ("", SPLIT_CLUSTER, SPLIT_WORKSPACE):
-        raise ValueError(f"how must be '', {SPLIT_CLUSTER!r} or {SPLIT_WORKSPACE!r}, got {how!r}")
+    if how not in ("", SPLIT_RADIX, SPLIT_CLUSTER, SPLIT_WORKSPACE):
+        raise ValueError(f"how must be '', {SPLIT_RADIX!r}, {SPLIT_CLUSTER!r} or {SPLIT_WORKSPACE!r}, "
+                         f"got {how!r}")
     before, _forced = _forced, (split, how)
     _epoch += 1
     try:
@@ -99,19 +102,23 @@ def _clusters_fit(kernel, plan: Plan) -> bool:
     return int(err) == 0 and count > 0
 
 
-def _prepare(device: int, dtype: str, k: int, few_rows: bool, split: int, how: str) -> _Ready:
-    """Plan, load and configure once per key; a cluster the GPU cannot hold is halved."""
+def _prepare(device: int, dtype: str, k: int, few_rows: bool, split: int, how: str, tier) -> _Ready:
+    """Plan, load and configure once per key. A radix cluster the GPU cannot hold falls back to
+    the streaming kernel's cluster, and a streaming cluster it cannot hold is halved."""
     limits = device_limits(device)
     while True:
-        plan = make_plan(dtype, k, few_rows, limits, split, how)
+        plan = make_plan(dtype, k, few_rows, limits, split, how, tier)
         kernel = _load(device, plan.variant, plan.smem)
-        if plan.how != SPLIT_CLUSTER:
+        if plan.how not in (SPLIT_CLUSTER, SPLIT_RADIX):
             break
         if plan.split > _PORTABLE_CLUSTER:
             _set_attribute(device, kernel, "CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED", 1)
         if _clusters_fit(kernel, plan):
             break
-        split //= 2
+        if plan.how == SPLIT_RADIX:
+            how = SPLIT_CLUSTER
+        else:
+            split //= 2
     merge = _load(device, plan.merge, plan.smem) if plan.merge else None
     return _Ready(plan, kernel, merge)
 
@@ -126,7 +133,7 @@ def _launch(req: TopkRequest, ready: _Ready, nan_flags_ptr: int = 0):
         launch.launch(ready.merge, req.rows, plan.threads, plan.smem, req.stream, params)
         return None
     device, kernel, grid = req.x.device_id, ready.kernel, req.rows * plan.split
-    cluster = plan.split if plan.how == SPLIT_CLUSTER else 1
+    cluster = plan.split if plan.how in (SPLIT_CLUSTER, SPLIT_RADIX) else 1
     template, epoch = launch.pack(req, nan_flags_ptr, plan.split), _epoch
 
     def again(stream: int, out_idx: int = 0, out_val: int = 0) -> bool:
@@ -170,11 +177,18 @@ def _ready_for(req: TopkRequest) -> _Ready:
     device = req.x.device_id
     limits = device_limits(device)
     rows = req.rows
-    if _forced is None:
-        split, how = split_factor(rows, req.width, req.k, limits.sm_count), ""
-    else:
+    dtype, width = req.x.dtype, req.width
+    vectors = row_vectors(dtype, width, req.x.ptr, req.x.strides[0], req.begin is not None)
+    if _forced is not None:
         split, how = _forced
-    key = (device, req.x.dtype, req.k, rows < limits.sm_count, split, how)
+    elif limits.clusters and (split := radix_split(rows, vectors, req.k, dtype, limits.sm_count)) > 1:
+        how = SPLIT_RADIX
+    else:
+        split, how = split_factor(rows, width, req.k, limits.sm_count), ""
+    # The radix kernel's tier depends on the width; keying on the tier, not the width, keeps one
+    # plan for a row that grows a column per decoding step.
+    tier = radix_tier(dtype, vectors, split) if how == SPLIT_RADIX else None
+    key = (device, dtype, req.k, rows < limits.sm_count, split, how, tier)
     ready = _ready.get(key)
     if ready is None:
         ready = _ready[key] = _prepare(device, *key[1:])

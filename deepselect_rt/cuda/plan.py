@@ -2,9 +2,11 @@
 rule of the CUDA backend).
 
 A plan depends only on (dtype, k, whether the batch has fewer rows than SMs, the split factor,
-device limits), so the backend caches it. A batch of fewer rows than SMs may split each row over
-``split`` CTAs (``split_factor``): a thread-block cluster per row where the GPU has clusters
-(sm_90+), else a slice per CTA plus a merge launch through a workspace.
+the radix tier, device limits), so the backend caches it. A batch of few rows may split each row
+over ``split`` CTAs: where the GPU has clusters (sm_90+) and the row fits the registers of a
+cluster, a cluster radix select (``radix_split``); else the streaming kernel's slices
+(``split_factor``) meet in a thread-block cluster per row, or (before sm_90) in a workspace read
+by a merge launch.
 """
 
 from __future__ import annotations
@@ -12,12 +14,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..dtypes import ITEMSIZE
-from .variants import (SPLIT_CLUSTER, SPLIT_WORKSPACE, STREAM_KMAX, Variant, large_variant, merge_variant,
-                       stream_variant)
+from .variants import (RADIX_TIERS, SPLIT_CLUSTER, SPLIT_RADIX, SPLIT_WORKSPACE, STREAM_KMAX, Variant,
+                       large_variant, merge_variant, radix_variant, stream_variant)
 
 # Bytes of SelectScratch, the step counters and the shared count beside the candidate buffer in
 # kernels_cu/row/candidates.cuh's Shared struct (256 + 4 u32, 3 u32, alignment), rounded up.
 _STREAM_SCRATCH_BYTES = 1088
+
+# Bytes of kernels_cu/topk_cluster.cu's Shared struct at 1024 threads (its GATHER_OFFSET), rounded
+# up; CTA 0's gather buffer of k rounded up to a power of two composites follows.
+_RADIX_SCRATCH_BYTES = 3328
 
 # The most CTAs a row is split over: the largest (non-portable) cluster of the H100/H200.
 MAX_SPLIT = 16
@@ -26,6 +32,8 @@ MAX_SPLIT = 16
 # split saves.
 MIN_SLICE = 8192
 SLICE_PER_K = 8
+# The smallest k for which the radix select's largest tier beat the streaming kernel.
+LARGEST_TIER_MIN_K = 2048
 
 
 @dataclass(frozen=True)
@@ -64,11 +72,64 @@ def split_factor(rows: int, width: int, k: int, sm_count: int) -> int:
     return 1 << (most.bit_length() - 1) if most >= 2 else 1
 
 
-def make_plan(dtype: str, k: int, few_rows: bool, limits: DeviceLimits, split: int = 1, how: str = "") -> Plan:
-    """The streaming kernel for the smallest k bucket holding k whose buffer fits the device
-    (tuned for few rows when the batch has fewer rows than SMs; split over ``split`` CTAs per
-    row through ``how``, by default clusters where the device has them), otherwise the any-k
-    kernel (never split)."""
+def radix_smem_bytes(k: int) -> int:
+    """Shared memory of topk_cluster.cu: its scratch, then k rounded up to a power of two
+    composites (8 bytes each) where CTA 0 sorts the row when sorted=True."""
+    return _RADIX_SCRATCH_BYTES + 8 * (1 << max(k - 1, 0).bit_length())
+
+
+def row_vectors(dtype: str, width: int, ptr: int = 0, row_stride: int = 0, begin: bool = False) -> int:
+    """The most 16-byte vectors a row of ``width`` elements spans: rows starting at ``ptr`` plus
+    multiples of ``row_stride`` elements, or anywhere (one vector more) when the stride leaves
+    16-byte boundaries or per-row ``begin`` columns move the start."""
+    item = ITEMSIZE[dtype]
+    vec = 16 // item
+    if begin or (row_stride * item) % 16:
+        return -(-width // vec) + 1
+    return -(-(width + (ptr % 16) // item) // vec)
+
+
+def radix_tier(dtype: str, vectors: int, split: int) -> tuple[int, int] | None:
+    """(threads, vectors per thread) of the smallest RADIX_TIERS tier whose ``split`` CTAs hold a
+    row spanning ``vectors`` 16-byte vectors (``row_vectors``), or None."""
+    per_cta = -(-vectors // split)
+    return next(((t, v) for t, v in RADIX_TIERS[dtype] if t * v >= per_cta), None)
+
+
+def radix_split(rows: int, vectors: int, k: int, dtype: str, sm_count: int) -> int:
+    """Cluster size of the cluster radix select for rows spanning ``vectors`` 16-byte vectors,
+    or 1 where it does not serve. The H200 crossover (docs/benchmarks.md, tools/tune_split.py):
+    the largest power of two <= MAX_SPLIT keeping rows x split within half the SMs (more
+    clusters than that did not run at once: 8 x 16 CTAs took twice 4 x 16's time); rows of at
+    least two of the smallest tier's CTAs (narrower ones are unmeasured); and the largest tier,
+    64 elements a thread, only for k >= 2048, where it beat the streaming kernel (1 x 1M: 95 us
+    vs 130 us at k = 2048, but 95 vs 66 at k = 512). k beyond the streaming kernel takes the
+    any-k kernel."""
+    if k > STREAM_KMAX[-1] or vectors < 2 * RADIX_TIERS[dtype][0][0]:
+        return 1
+    most = min(MAX_SPLIT, sm_count // 2 // rows)
+    if most < 2:
+        return 1
+    split = 1 << (most.bit_length() - 1)
+    tier = radix_tier(dtype, vectors, split)
+    if tier is None or (tier == RADIX_TIERS[dtype][-1] and k < LARGEST_TIER_MIN_K):
+        return 1
+    return split
+
+
+def make_plan(dtype: str, k: int, few_rows: bool, limits: DeviceLimits, split: int = 1, how: str = "",
+              tier: tuple[int, int] | None = None) -> Plan:
+    """The cluster radix select when ``how`` is SPLIT_RADIX and the device has clusters (its
+    ``tier`` from ``radix_tier``); else the streaming kernel for the smallest k bucket holding k
+    whose buffer fits the device (tuned for few rows when the batch has fewer rows than SMs;
+    split over ``split`` CTAs per row through ``how``, by default clusters where the device has
+    them), otherwise the any-k kernel (never split)."""
+    if how == SPLIT_RADIX:
+        smem = radix_smem_bytes(k)
+        if tier and limits.clusters and k <= STREAM_KMAX[-1] and smem <= limits.max_smem_per_block:
+            v = radix_variant(dtype, *tier)
+            return Plan(v, v.threads, smem, split, how)
+        how = ""
     kmax = next((b for b in STREAM_KMAX if k <= b), None)
     if kmax is None:
         v = large_variant(dtype)

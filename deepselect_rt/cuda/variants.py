@@ -86,6 +86,15 @@ LARGE_THREADS = 512
 # second launch (kernels_cu/topk_merge.cu).
 SPLIT_CLUSTER, SPLIT_WORKSPACE = "cluster", "workspace"
 _SPLIT_CODE = {"": 0, SPLIT_CLUSTER: 1, SPLIT_WORKSPACE: 2}
+# A third way for few long rows (kernels_cu/topk_cluster.cu, sm_90+): a cluster per row holds
+# the row in registers and runs one radix select with cluster-wide histograms.
+SPLIT_RADIX = "radix"
+# (threads, 16-byte vectors per thread) of topk_cluster.cu by how much of a row each CTA holds,
+# smallest first. At most 64 elements per thread (one mask word); 1024 x 8 float32 vectors
+# spilled, so float32's largest tier is 512 x 16.
+RADIX_TIERS = {"float32": ((1024, 1), (1024, 2), (1024, 4), (512, 16)),
+               "float16": ((1024, 1), (1024, 2), (1024, 4), (1024, 8)),
+               "bfloat16": ((1024, 1), (1024, 2), (1024, 4), (1024, 8))}
 
 
 def stream_variant(dtype: str, kmax: int, few_rows: bool = False, split: str = "") -> Variant:
@@ -107,6 +116,11 @@ def merge_variant(dtype: str, kmax: int) -> Variant:
     return Variant("topk_merge", dtype, kmax, threads, (("DS_LOADS", loads),))
 
 
+def radix_variant(dtype: str, threads: int, vectors: int) -> Variant:
+    """The cluster radix select (kernels_cu/topk_cluster.cu) of one RADIX_TIERS tier."""
+    return Variant("topk_cluster", dtype, 0, threads, (("DS_VECS", vectors),), 90)
+
+
 def large_variant(dtype: str) -> Variant:
     """The any-k kernel (kernels_cu/topk_large.cu), several reads of the row."""
     return Variant("topk_large", dtype, 0, LARGE_THREADS)
@@ -114,7 +128,8 @@ def large_variant(dtype: str) -> Variant:
 
 def default_variants(arch: str | None = None) -> list[Variant]:
     """What ``warmup`` builds: every variant the shipped dispatcher can pick on ``arch`` (on
-    any arch when None): split rows use clusters from sm_90 on, a workspace before."""
+    any arch when None): split rows use clusters (and the cluster radix select) from sm_90 on,
+    a workspace before."""
     out = [PROBE]
     for dtype in INPUT_DTYPES:
         for kmax in STREAM_KMAX:
@@ -124,6 +139,8 @@ def default_variants(arch: str | None = None) -> list[Variant]:
                 out.append(cluster)
             if arch is None or not cluster.builds_for(arch):
                 out += [stream_variant(dtype, kmax, split=SPLIT_WORKSPACE), merge_variant(dtype, kmax)]
+        out += [v for v in (radix_variant(dtype, *tier) for tier in RADIX_TIERS[dtype])
+                if arch is None or v.builds_for(arch)]
         out.append(large_variant(dtype))
     return list(dict.fromkeys(out))  # the few-rows tuning may equal a bucket's own
 
@@ -141,5 +158,5 @@ def filter_variants(variants, *, dtypes=None, ks=None) -> list[Variant]:
 
 
 __all__ = ["Variant", "PROBE", "default_variants", "filter_variants",
-           "DTYPE_CODE", "INPUT_DTYPES", "SPLIT_CLUSTER", "SPLIT_WORKSPACE", "stream_variant",
-           "merge_variant", "large_variant", "arch_number"]
+           "DTYPE_CODE", "INPUT_DTYPES", "SPLIT_CLUSTER", "SPLIT_WORKSPACE", "SPLIT_RADIX", "RADIX_TIERS",
+           "stream_variant", "merge_variant", "radix_variant", "large_variant", "arch_number"]

@@ -1,0 +1,195 @@
+// Top-k of a few long rows: a thread-block cluster per row (sm_90+), the row held in registers
+// across the cluster, and a radix select whose histograms the cluster sums. No candidate buffer
+// and no merge: the latency is a few cluster barriers per 8-bit digit of the key.
+//
+//   1. Each CTA loads its slice of the row once: DS_VECS 16-byte vectors per thread, each warp
+//      a contiguous run of the row (so columns follow (warp, vector, lane, element)).
+//   2. Per digit: each CTA histograms its elements still in the bucket, the cluster sums the
+//      histograms through distributed shared memory, every CTA picks the same digit. The end is
+//      the key K of the k-th largest (or a prefix of it that no other element shares).
+//   3. The row's winners are the keys above K and, among those equal to K, the lowest columns.
+//      Every CTA publishes how many it has of each; from them every CTA knows how many ties it
+//      takes and where its winners start in the row's output (CTA rank is column order).
+//   4. sorted=False: every CTA writes its winners, in ascending column order. Otherwise they go
+//      to CTA 0's shared memory, which sorts and writes the row.
+//
+// Compile-time parameters: DS_DTYPE, DS_THREADS, DS_VECS, DS_ENTRY. The grid is rows x p.split
+// CTAs in clusters of p.split; a CTA holds at most DS_THREADS x DS_VECS vectors of its row
+// (deepselect_rt/cuda/plan.py picks DS_VECS so the row fits).
+#include "common/params.cuh"
+#include "block/cluster_histogram.cuh"
+#include "block/scan.cuh"
+#include "row/sorted_output.cuh"
+
+constexpr int NT = DS_THREADS;
+constexpr int V = DS_VECS;
+static_assert(V * DS_VEC <= 64, "one 64-bit mask per thread marks its elements");
+
+struct Shared {
+    u32 hist[2][256];  // this CTA's histogram of a pass, by parity (read by the cluster)
+    SelectScratch sel;  // the cluster's histogram and the digit picked from it
+    u32 warp_totals[NT / 32];
+    u32 counts[3];     // this CTA's elements above K, equal to K, NaN (read by the cluster)
+    u32 take, start;   // ties this CTA takes; the row's output slot of its first winner
+    u32 has_nan;
+};
+// CTA 0's winners when sorting by value, after Shared: k rounded up to a power of two.
+constexpr u32 GATHER_OFFSET = (sizeof(Shared) + 15) / 16 * 16;
+
+__device__ __forceinline__ bool bit(u64 mask, int i) { return (mask >> i) & 1; }
+
+extern "C" __global__ void __launch_bounds__(DS_THREADS, 1) DS_ENTRY(const Params p) {
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    Shared& sh = *reinterpret_cast<Shared*>(smem_raw);
+    u64* gathered = reinterpret_cast<u64*>(smem_raw + GATHER_OFFSET);
+    const u32 split = (u32)p.split;
+    const i64 row = blockIdx.x / split;
+    const u32 rank = blockIdx.x % split;
+    const u32 k = (u32)p.k;
+    const bits_t* xrow = (const bits_t*)p.x + row * p.row_stride;
+    i64 lo, hi;
+    row_range(p, row, lo, hi);
+    const u32 n = (u32)(hi - lo);
+    const u32 m = n < k ? n : k;
+
+    // 1. Vectors counted from the 16-byte boundary at or below xrow: element j is column j - mis.
+    // The row's elements are j in [first, last); its partial end vectors are read element-wise.
+    const u32 mis = (u32)(((u64)xrow & 15) / DS_ELEM_BYTES);
+    const uint4* vbase = (const uint4*)(xrow - mis);
+    const u32 first = (u32)lo + mis, last = (u32)hi + mis;
+    const u32 v0 = first / DS_VEC, v1 = (last + DS_VEC - 1) / DS_VEC;
+    const u32 per = (v1 - v0 + split - 1) / split;
+    const u32 cta_v = v0 + rank * per, cta_end = min(v1, cta_v + per);
+    const u32 lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const auto vec_at = [&](int u) { return cta_v + ((warp * V + u) << 5) + lane; };
+
+    Vec x[V];
+    u64 valid = 0;
+#pragma unroll
+    for (int u = 0; u < V; ++u) {
+        const u32 vi = vec_at(u);
+        x[u].v = make_uint4(0, 0, 0, 0);
+        if (vi >= cta_end) continue;
+        if (vi * DS_VEC >= first && (vi + 1) * DS_VEC <= last) {
+            x[u].v = __ldcs(vbase + vi);
+            valid |= (((u64)1 << DS_VEC) - 1) << (u * DS_VEC);
+        } else {
+#pragma unroll
+            for (int e = 0; e < DS_VEC; ++e) {
+                const u32 j = vi * DS_VEC + e;
+                if (j >= first && j < last) {
+                    x[u].b[e] = xrow[j - mis];
+                    valid |= (u64)1 << (u * DS_VEC + e);
+                }
+            }
+        }
+    }
+    if (threadIdx.x < 3) sh.counts[threadIdx.x] = 0;
+    __syncthreads();
+
+    // 2. The digits of K (none when the row has at most k elements: all are taken).
+    Digits d{0, 0, m};
+    if (n > k) {
+        ClusterHistogram<NT> hist{sh.hist, split};
+        d = radix_digits<NT>(DS_ELEM_BITS - 8, k, 0, sh.sel, hist, [&](u32* h, int shift, const Digits& dd) {
+#pragma unroll
+            for (int u = 0; u < V; ++u)
+#pragma unroll
+                for (int e = 0; e < DS_VEC; ++e) {
+                    const u32 key = key_of(x[u].b[e]);
+                    warp_hist_add(h, (key >> shift) & 255,
+                                  bit(valid, u * DS_VEC + e) && (key & (u32)dd.mask) == (u32)dd.prefix);
+                }
+        });
+    }
+    const u32 prefix = (u32)d.prefix, mask = (u32)d.mask;
+
+    // 3. This CTA's counts and its ties' ranks in column order; then the cluster's counts.
+    u32 above = 0, nans = 0, ties[V], tie_rank[V];
+#pragma unroll
+    for (int u = 0; u < V; ++u) {
+        ties[u] = 0;
+#pragma unroll
+        for (int e = 0; e < DS_VEC; ++e) {
+            if (!bit(valid, u * DS_VEC + e)) continue;
+            const u32 key = key_of(x[u].b[e]);
+            above += (key & mask) > prefix;
+            ties[u] += (key & mask) == prefix;
+            nans += key == DS_KEY_NAN;
+        }
+    }
+    const u32 cta_ties = slot_ranks<NT, V>(ties, tie_rank, sh.warp_totals);
+    above = __reduce_add_sync(DS_FULL_MASK, above);
+    nans = __reduce_add_sync(DS_FULL_MASK, nans);
+    if (lane == 0 && above) atomicAdd(&sh.counts[0], above);
+    if (lane == 0 && nans) atomicAdd(&sh.counts[2], nans);
+    if (threadIdx.x == 0) sh.counts[1] = cta_ties;
+    cluster_sync();
+    if (warp == 0) {
+        u32 a = 0, t = 0, q = 0;
+        if (lane < split) {
+            a = cluster_load_u32(cluster_map(&sh.counts[0], lane));
+            t = cluster_load_u32(cluster_map(&sh.counts[1], lane));
+            q = cluster_load_u32(cluster_map(&sh.counts[2], lane));
+        }
+        const u32 ties_needed = m - __reduce_add_sync(DS_FULL_MASK, a);
+        const u32 ties_before = warp_inclusive_sum(t) - t;
+        const u32 take = ties_before >= ties_needed ? 0 : min(t, ties_needed - ties_before);
+        const u32 wins = a + take;
+        const u32 start = warp_inclusive_sum(wins) - wins;
+        if (lane == rank) {
+            sh.take = take;
+            sh.start = start;
+        }
+        const bool any_nan = __any_sync(DS_FULL_MASK, q != 0);
+        if (lane == 0) sh.has_nan = any_nan;
+    }
+    // The others may still read this CTA's counts: its shared memory lives until the wait.
+    cluster_arrive();
+    __syncthreads();
+
+    // 4. Winners by column order; each CTA's start plus its rank among its own winners.
+    u32 wins[V], win_rank[V];
+    u64 won = 0;
+    const u32 take = sh.take;
+#pragma unroll
+    for (int u = 0; u < V; ++u) {
+        wins[u] = 0;
+        u32 r = tie_rank[u];
+#pragma unroll
+        for (int e = 0; e < DS_VEC; ++e) {
+            if (!bit(valid, u * DS_VEC + e)) continue;
+            const u32 key = key_of(x[u].b[e]) & mask;
+            const bool win = key > prefix || (key == prefix && r++ < take);
+            won |= (u64)win << (u * DS_VEC + e);
+            wins[u] += win;
+        }
+    }
+    slot_ranks<NT, V>(wins, win_rank, sh.warp_totals);
+    const bool has_nan = sh.has_nan;
+    const u32 start = sh.start;
+    const auto each_win = [&](auto&& f) {
+#pragma unroll
+        for (int u = 0; u < V; ++u) {
+            u32 slot = start + win_rank[u];
+#pragma unroll
+            for (int e = 0; e < DS_VEC; ++e)
+                if (bit(won, u * DS_VEC + e)) f(slot++, vec_at(u) * DS_VEC + e - mis, key_of(x[u].b[e]));
+        }
+    };
+
+    if (p.flags & DS_F_SORTED) {
+        each_win([&](u32 slot, u32 col, u32 key) { cluster_store_u64(cluster_map(gathered + slot, 0), make_comp(key, col)); });
+        cluster_wait();
+        cluster_sync();  // the winners have reached CTA 0
+        if (rank == 0) sort_and_write<NT>(p, gathered, m, k, row, xrow, has_nan);
+        return;
+    }
+    const RowOut out = row_out(p, row, xrow, has_nan);
+    if (!out.sentinel) each_win([&](u32 slot, u32 col, u32 key) { write_slot(p, out, slot, true, col, key); });
+    // Fills (every slot under the NaN sentinel), spread over the cluster.
+    for (u32 i = (out.sentinel ? 0 : m) + rank * NT + threadIdx.x; i < k; i += split * NT)
+        write_slot(p, out, i, false, 0, 0);
+    if (has_nan && p.nan_flags && rank == 0 && threadIdx.x == 0) p.nan_flags[row] = 1;
+    cluster_wait();
+}
