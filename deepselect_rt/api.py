@@ -95,7 +95,7 @@ def _check_input(x: TensorView) -> None:
     if len(x.shape) != 2:
         raise ValueError(f"input must be 2-D (rows, width), got shape {x.shape}")
     if x.dtype not in dtypes.INPUT_DTYPES:
-        raise TypeError(f"input dtype must be bfloat16, float16 or float32, got {x.dtype}")
+        raise TypeError(f"input must have dtype bfloat16, float16 or float32, got {x.dtype}")
     rows, width = x.shape
     if width > 1 and rows > 0 and x.strides[1] != 1:
         raise ValueError(f"input's last dimension must have stride 1, got strides {x.strides}")

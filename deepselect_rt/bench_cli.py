@@ -91,6 +91,14 @@ def _check_outputs(args) -> None:
             raise ValueError(f"{option} {value}: folder {Path(value).parent} does not exist")
     if args.plot and importlib.util.find_spec("matplotlib") is None:
         raise BackendUnavailableError("--plot needs matplotlib: pip install 'deepselect-rt[bench]'")
+    if args.plot:
+        from matplotlib.figure import Figure
+
+        formats = Figure().canvas.get_supported_filetypes()
+        suffix = Path(args.plot).suffix.lstrip(".").lower()
+        if suffix not in formats:
+            raise ValueError(f"--plot {args.plot}: the format comes from the suffix; use one of "
+                             f"{', '.join('.' + f for f in sorted(formats))}")
 
 
 def _need_gpu() -> None:

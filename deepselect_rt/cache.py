@@ -209,6 +209,7 @@ class KernelCache:
         self._writable_checked = False
         self._writable: Path | None = None
         self._lock_dir: Path | None = None
+        self.unwritable_reason = ""  # why writable_root() is None, once it has been probed
 
     # -- where things are ------------------------------------------------------------------
 
@@ -235,6 +236,7 @@ class KernelCache:
             os.unlink(probe)
             return self.root
         except OSError as exc:
+            self.unwritable_reason = f"{exc.strerror or exc}: {exc.filename}" if exc.filename else str(exc)
             _warn_once("memory-only", f"deepselect-rt: the kernel cache {self.root} is not writable ({exc}); "
                        f"compiled kernels are kept in memory for this process only. Set "
                        f"{config.ENV_CACHE_DIR} to a writable folder to keep them.")

@@ -15,6 +15,7 @@ import argparse
 import importlib
 import sys
 import time
+import warnings
 
 COMMANDS = (
     "deepselect_rt.cli:register_info",
@@ -28,7 +29,10 @@ COMMANDS = (
 # -- info ---------------------------------------------------------------------------------------
 
 def register_info(subparsers) -> None:
-    p = subparsers.add_parser("info", help="backend, devices, NVRTC and the kernel cache")
+    p = subparsers.add_parser("info", help="backend, devices, NVRTC and the kernel cache",
+                              description="Show the backend, the GPUs and their archs, NVRTC and the "
+                                          "CUDA headers, the kernel cache layers, and which default "
+                                          "kernel variants are cached for each arch.")
     p.set_defaults(handler=_info)
 
 
@@ -51,8 +55,8 @@ def _info(args, out, err) -> int:
     archs = list(dict.fromkeys(d.arch for d in devices if d.arch)) or \
         sorted({e.arch for e in entries})
     if not archs:
-        hint = "deepselect-rt warmup" if devices else "deepselect-rt warmup --arch sm_90a (no GPU: name the arch)"
-        out.print(f"cached default variants: none (run `{hint}`)")
+        hint = "`deepselect-rt warmup`" if devices else "`deepselect-rt warmup --arch sm_90a` (no GPU: name the arch)"
+        out.print(f"cached default variants: none (run {hint})")
     elif not have_nvrtc:
         out.print("cached default variants: unknown (cache keys need the NVRTC version)")
     else:
@@ -110,7 +114,8 @@ def _print_layers(out, cache, entries) -> None:
 
 
 def _print_cached_variants(out, cache, archs, *, for_devices: bool) -> None:
-    """Which layer holds each default variant for each arch ("-": not cached)."""
+    """Which layer holds each default variant for each arch ("-": not cached; "n/a": not one of
+    that arch's defaults, e.g. the workspace split where clusters exist)."""
     from rich.table import Table
 
     from .cuda.variants import default_variants
@@ -126,8 +131,9 @@ def _print_cached_variants(out, cache, archs, *, for_devices: bool) -> None:
     title = "default variants cached " + ("for this machine's devices" if for_devices
                                           else "(archs present in the cache)")
     table = Table("variant", *archs, title=title)
+    own = {arch: set(default_variants(arch)) for arch in archs}  # "n/a": never picked on that arch
     for variant in default_variants():
-        table.add_row(variant.entry, *(where(cache.lookup(variant, arch)) if variant.builds_for(arch) else "n/a"
+        table.add_row(variant.entry, *(where(cache.lookup(variant, arch)) if variant in own[arch] else "n/a"
                                        for arch in archs))
     out.print(table)
 
@@ -145,7 +151,8 @@ def register_warmup(subparsers) -> None:
     p.add_argument("--dtype", action="append", metavar="DTYPE",
                    help="only variants for these input dtypes (comma-separated or repeated)")
     p.add_argument("--k", action="append", metavar="K",
-                   help="only variants serving these k values (comma-separated or repeated)")
+                   help="only the variants the plan picks for these k values: each k's smallest "
+                        "streaming bucket, plus the k-free kernels (comma-separated or repeated)")
     p.add_argument("--jobs", type=int, default=None,
                    help="parallel compiler processes (default: CPU count)")
     p.add_argument("--into", metavar="DIR",
@@ -170,10 +177,14 @@ def _warmup(args, out, err) -> int:
     for d in dtypes:
         if d not in INPUT_DTYPES:
             raise ValueError(f"--dtype {d!r}: use one of {', '.join(INPUT_DTYPES)}")
+    if args.dtype is not None and not dtypes:
+        raise ValueError(f"--dtype {args.dtype[-1]!r}: name at least one of {', '.join(INPUT_DTYPES)}")
     try:
         ks = [int(k) for k in split_values(args.k)]
     except ValueError:
         raise ValueError(f"--k {args.k}: expected integers") from None
+    if args.k is not None and not ks:
+        raise ValueError(f"--k {args.k[-1]!r}: name at least one k")
     if any(k < 1 for k in ks):
         raise ValueError(f"--k {ks}: k must be >= 1")
     if args.jobs is not None and args.jobs < 1:
@@ -280,7 +291,8 @@ def _cache_clear(args, out, err) -> int:
 
     cache = default_cache()
     if cache.writable_root() is None:
-        err.print(f"error: the cache root {cache.root} is not writable; nothing was removed", markup=False)
+        err.print(f"error: the cache root {cache.root} is not writable ({cache.unwritable_reason}); "
+                  f"nothing was removed", markup=False)
         return 1
     removed = cache.clear()
     out.print(f"removed {removed.entries} entr{'y' if removed.entries == 1 else 'ies'} "
@@ -295,7 +307,8 @@ def _cache_prune(args, out, err) -> int:
     limit = config.parse_size(args.max_size, what="--max-size")
     cache = default_cache()
     if cache.writable_root() is None:
-        err.print(f"error: the cache root {cache.root} is not writable; nothing was pruned", markup=False)
+        err.print(f"error: the cache root {cache.root} is not writable ({cache.unwritable_reason}); "
+                  f"nothing was pruned", markup=False)
         return 1
     removed = cache.prune(limit)
     out.print(f"removed {removed.entries} entr{'y' if removed.entries == 1 else 'ies'}, freed "
@@ -334,8 +347,15 @@ def main(argv=None) -> int:
     # 80-column ellipses rich gives a non-terminal.
     out = Console() if sys.stdout.isatty() else Console(width=200)
     err = Console(stderr=True) if sys.stderr.isatty() else Console(stderr=True, width=200)
+
+    def show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+        # One line per warning, like the errors; not Python's file:line and source echo.
+        err.print(f"[yellow]warning[/]: {escape(str(message))}", highlight=False)
+
     try:
-        return args.handler(args, out, err)
+        with warnings.catch_warnings():
+            warnings.showwarning = show_warning
+            return args.handler(args, out, err)
     except ValueError as exc:
         err.print(f"[red]error[/]: {escape(str(exc))}", highlight=False)
         return 2

@@ -260,9 +260,14 @@ def _dtype_name(dtype) -> str | None:
     return name
 
 
+# The index arrays of topk; every other array is an input or values.
+_INDEX_ARRAYS = ("begin", "end", "output_idx", "output_idx_offset")
+
+
 def _dtype_error(name: str, dtype) -> TypeError:
-    return TypeError(f"{name} has dtype {dtype}; deepselect_rt takes bfloat16, float16 or float32 inputs "
-                     "(and values) and int32 or int64 index arrays")
+    takes = "int32 or int64" if name in _INDEX_ARRAYS else "bfloat16, float16 or float32"
+    swapped = " (big-endian: convert to native byte order first)" if getattr(dtype, "byteorder", "") == ">" else ""
+    return TypeError(f"{name} must have dtype {takes}, got {dtype}{swapped}")
 
 
 def _framework_of(obj) -> str:

@@ -122,7 +122,8 @@ def check_target(into: Path | None) -> Path:
         cache = _cache_for(into)
         root = cache.writable_root()
     if root is None:
-        raise OSError(f"cache root {cache.root} is not writable; warmup would keep nothing")
+        raise OSError(f"cache root {cache.root} is not writable ({cache.unwritable_reason}); "
+                      f"warmup would keep nothing")
     return root
 
 

@@ -170,9 +170,16 @@ def test_fill_beyond_every_float_becomes_infinity():
     assert vals[0, -1] == -np.inf
 
 
-def test_input_dtype_error_names_what_inputs_take():
-    with pytest.raises(TypeError, match="bfloat16, float16 or float32 inputs"):
-        deepselect_rt.topk(np.zeros((2, 4), np.float64), 2)
+def test_dtype_errors_name_what_each_array_takes():
+    x = np.zeros((2, 4), np.float32)
+    with pytest.raises(TypeError, match="input must have dtype bfloat16, float16 or float32, got float64"):
+        deepselect_rt.topk(x.astype(np.float64), 2)
+    with pytest.raises(TypeError, match="input must have dtype bfloat16, float16 or float32, got int32"):
+        deepselect_rt.topk(x.astype(np.int32), 2)
+    with pytest.raises(TypeError, match="big-endian"):
+        deepselect_rt.topk(x.astype(">f4"), 2)
+    with pytest.raises(TypeError, match="end must have dtype int32 or int64, got uint32"):
+        deepselect_rt.topk(x, 2, end=np.zeros(2, np.uint32))
 
 
 def test_jax_tracer_input_says_jit_is_unsupported():

@@ -151,6 +151,15 @@ def test_plot_from_saved_json(capsys, tmp_path):
     assert "bfloat16 4096x1048576 k=512" in out and bench.JAX in out and "plot written" in out
 
 
+def test_plot_format_is_checked_before_the_table(capsys, tmp_path):
+    pytest.importorskip("matplotlib")
+    saved = tmp_path / "bench.json"
+    saved.write_text(json.dumps({"meta": {}, "results": crafted_results(), "host": None}))
+    rc, out, err = main(capsys, "bench", "--from-json", str(saved), "--plot", str(tmp_path / "perf.txt"))
+    assert rc == 2 and "the format comes from the suffix" in err and ".png" in err
+    assert "k=512" not in out and not (tmp_path / "perf.txt").exists()
+
+
 @pytest.mark.parametrize("change", [{"ours_us": 0}, {"dtype": "float64"}, {"peers": {"jax": "x"}}])
 def test_from_json_rejects_bad_results(capsys, tmp_path, change):
     saved = tmp_path / "bad.json"

@@ -97,6 +97,8 @@ def test_cache_commands(capsys, cache_env):
     (("warmup", "--arch", "hopper"), "unknown GPU architecture 'hopper'"),
     (("warmup", "--arch", "sm_90a", "--dtype", "float64"), "--dtype 'float64'"),
     (("warmup", "--arch", "sm_90a", "--k", "many"), "expected integers"),
+    (("warmup", "--arch", "sm_90a", "--k", ""), "name at least one k"),
+    (("warmup", "--arch", "sm_90a", "--dtype", ","), "name at least one of"),
     (("warmup", "--arch", "sm_90a", "--jobs", "0"), "--jobs 0"),
     (("cache", "prune", "--max-size", "lots"), "--max-size: cannot parse 'lots'"),
 ])
@@ -140,7 +142,7 @@ def test_warmup_filters(capsys, monkeypatch):
     assert rc == 0
     assert {t.arch for t in seen} == {"sm_90a", "sm_80"}
     assert seen and all(t.variant.dtype in ("", "float32") for t in seen)
-    assert all(t.variant.kmax == 0 or t.variant.kmax >= 1000 for t in seen)
+    assert {t.variant.kmax for t in seen} == {0, 1024}  # k = 1000: the 1024 bucket and the k-free kernels
 
 
 def test_warmup_into_then_cache_path_compiles_nothing(tmp_path, monkeypatch):
@@ -190,6 +192,16 @@ def test_cache_maintenance_on_unwritable_root_fails(command, tmp_path):
     proc = run_cli(*command, DEEPSELECT_RT_CACHE_DIR=str(root))
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "not writable" in proc.stderr
+
+
+def test_a_cache_dir_that_is_a_file_gets_clean_messages(tmp_path):
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    verify = run_cli("cache", "verify", DEEPSELECT_RT_CACHE_DIR=str(afile))
+    assert "warning: deepselect-rt: the kernel cache" in verify.stderr
+    assert "RuntimeWarning" not in verify.stderr and "Traceback" not in verify.stderr
+    warm = run_cli("warmup", "--arch", "sm_80", "--dtype", "float32", "--k", "8", "--into", str(afile))
+    assert warm.returncode == 1 and "is not writable (Not a directory" in warm.stderr
 
 
 def test_warmup_bad_lock_timeout_is_one_error(tmp_path):

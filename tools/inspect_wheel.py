@@ -74,4 +74,6 @@ def main(path: str) -> int:
 
 
 if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit(f"usage: python {sys.argv[0]} WHEEL.whl")
     sys.exit(main(sys.argv[1]))

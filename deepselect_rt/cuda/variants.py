@@ -146,12 +146,15 @@ def default_variants(arch: str | None = None) -> list[Variant]:
 
 
 def filter_variants(variants, *, dtypes=None, ks=None) -> list[Variant]:
-    """Keep the variants of the given input dtypes and serving the given k values."""
+    """Keep the variants of the given input dtypes and those the plan picks for the given k
+    values: of the streaming kernels, the smallest k bucket holding each k; the variants that do
+    not depend on k (any-k, cluster radix select, probe) always."""
+    buckets = {next((b for b in STREAM_KMAX if k <= b), 0) for k in ks or ()}
     out = []
     for v in variants:
         if dtypes and v.dtype and v.dtype not in dtypes:
             continue
-        if ks and v.kmax and not any(k <= v.kmax for k in ks):
+        if ks and v.kmax and v.kmax not in buckets:
             continue
         out.append(v)
     return out
