@@ -63,11 +63,13 @@ class Layer:
 @dataclass(frozen=True)
 class Entry:
     """A stored kernel, from its metadata. size: cubin bytes; disk_bytes: cubin + metadata;
-    created, last_used: Unix times (last_used is the cubin's mtime, refreshed on each hit)."""
+    created, last_used: Unix times (last_used is the cubin's mtime, refreshed on each hit);
+    nvrtc: the NVRTC version that compiled it (part of the key: another version misses it)."""
 
     key: str
     arch: str
     entry: str
+    nvrtc: str
     variant: dict
     size: int
     disk_bytes: int
@@ -451,6 +453,7 @@ class KernelCache:
                     continue  # verify() reports these
                 entries.append(Entry(
                     key=meta["key"], arch=meta["arch"], entry=str(meta.get("entry", "?")),
+                    nvrtc=str(meta.get("nvrtc", "?")),
                     variant=meta.get("variant", {}), size=meta["size"], disk_bytes=disk,
                     created=float(meta.get("created", 0.0)), last_used=st.st_mtime,
                     layer=layer, cubin_path=cubin_path))

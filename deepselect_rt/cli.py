@@ -260,10 +260,10 @@ def _cache_list(args, out, err) -> int:
 
     cache = default_cache()
     entries = cache.list_entries()
-    table = Table("layer", "arch", "variant", "size", "last used", "key",
+    table = Table("layer", "arch", "nvrtc", "variant", "size", "last used", "key",
                   title=f"{len(entries)} cached kernel(s)")
-    for e in sorted(entries, key=lambda e: (e.layer.kind, e.arch, e.entry)):
-        table.add_row(e.layer.kind, e.arch, e.entry, config.format_size(e.size),
+    for e in sorted(entries, key=lambda e: (e.layer.kind, e.arch, e.nvrtc, e.entry)):
+        table.add_row(e.layer.kind, e.arch, e.nvrtc, e.entry, config.format_size(e.size),
                       time.strftime("%Y-%m-%d %H:%M", time.localtime(e.last_used)), e.key[:12])
     out.print(table)
     for layer in cache.layers():

@@ -14,7 +14,7 @@ pytest.importorskip("cuda.bindings.nvrtc", reason="needs the cu13 extra (cuda-bi
 
 from deepselect_rt import cli, config, resources, warmup  # noqa: E402
 from deepselect_rt.cache import KernelCache, compile_count  # noqa: E402
-from deepselect_rt.cuda import module  # noqa: E402
+from deepselect_rt.cuda import module, nvrtc  # noqa: E402
 from deepselect_rt.cuda.variants import PROBE, Variant, default_variants  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -69,6 +69,7 @@ def test_cache_commands(capsys, cache_env):
     rc, out, _ = main(capsys, "cache", "list")
     assert rc == 0 and "2 cached kernel(s)" in out
     assert PROBE.entry in out and V2.entry in out and "sm_80" in out
+    assert ".".join(map(str, nvrtc.nvrtc_version()[:2])) in out  # the nvrtc column
 
     rc, out, _ = main(capsys, "cache", "verify")
     assert rc == 0 and "checked 2 entries: all intact" in out
