@@ -17,7 +17,7 @@ import numpy as np
 from . import dtypes, fast_path
 from .errors import BackendUnavailableError
 from .request import NAN_POLICIES, TopkRequest
-from .tensors import TensorView, allocate, current_stream, host_array, view_of
+from .tensors import INDEX_DTYPES_TEXT, VALUE_DTYPES_TEXT, TensorView, allocate, current_stream, host_array, view_of
 
 INT32_MAX = 2**31 - 1
 _INT_RANGE = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1)}
@@ -95,7 +95,7 @@ def _check_input(x: TensorView) -> None:
     if len(x.shape) != 2:
         raise ValueError(f"input must be 2-D (rows, width), got shape {x.shape}")
     if x.dtype not in dtypes.INPUT_DTYPES:
-        raise TypeError(f"input must have dtype bfloat16, float16 or float32, got {x.dtype}")
+        raise TypeError(f"input must have dtype {VALUE_DTYPES_TEXT}, got {x.dtype}")
     rows, width = x.shape
     if width > 1 and rows > 0 and x.strides[1] != 1:
         raise ValueError(f"input's last dimension must have stride 1, got strides {x.strides}")
@@ -114,9 +114,9 @@ def _same_device(view: TensorView, x: TensorView, name: str) -> None:
 def _row_vector(obj, name: str, x: TensorView) -> TensorView | None:
     if obj is None:
         return None
-    view = view_of(obj, name=name)
+    view = view_of(obj, name=name, takes=INDEX_DTYPES_TEXT)
     if view.dtype not in dtypes.INDEX_DTYPES:
-        raise TypeError(f"{name} must have dtype int32 or int64, got {view.dtype}")
+        raise TypeError(f"{name} must have dtype {INDEX_DTYPES_TEXT}, got {view.dtype}")
     if view.shape != (x.shape[0],):
         raise ValueError(f"{name} must have shape (rows,) = ({x.shape[0]},), got {view.shape}")
     if x.shape[0] > 1 and view.strides[0] != 1:
@@ -171,7 +171,7 @@ def _overlaps(a: TensorView, b: TensorView) -> bool:
 
 
 def _caller_output(obj, name: str, dtype: str, rows: int, k: int, x: TensorView) -> TensorView:
-    view = view_of(obj, name=name)
+    view = view_of(obj, name=name, takes=INDEX_DTYPES_TEXT if dtype in dtypes.INDEX_DTYPES else VALUE_DTYPES_TEXT)
     if view.framework == "jax":
         raise TypeError(f"{name} is a JAX array, which is immutable; leave {name}=None and use the returned array")
     if not view.writable:

@@ -68,7 +68,12 @@ class TensorView:
         return self.device_type in ("cuda", "cuda_managed")
 
 
-def view_of(obj, *, name: str = "input", stream: int | None = None) -> TensorView:
+# What topk takes, for the dtype errors of view_of.
+VALUE_DTYPES_TEXT = "bfloat16, float16 or float32"
+INDEX_DTYPES_TEXT = "int32 or int64"
+
+
+def view_of(obj, *, name: str = "input", stream: int | None = None, takes: str = VALUE_DTYPES_TEXT) -> TensorView:
     """Describe ``obj`` as a TensorView, zero-copy.
 
     torch tensors take an attribute fast path (no capsule), NumPy arrays (ml_dtypes bfloat16
@@ -79,15 +84,16 @@ def view_of(obj, *, name: str = "input", stream: int | None = None) -> TensorVie
     work is on its current stream, which ``current_stream`` returns).
 
     Raises TypeError naming ``name`` for other objects and for dtypes outside
-    ``ACCEPTED_DTYPES``; ValueError for NumPy strides that are not whole elements.
+    ``ACCEPTED_DTYPES`` (saying it ``takes`` those dtypes); ValueError for NumPy strides that are
+    not whole elements.
     """
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(obj, torch.Tensor):
-        return _torch_view(obj, name)
+        return _torch_view(obj, name, takes)
     if isinstance(obj, np.ndarray):
-        return _numpy_view(obj, name)
+        return _numpy_view(obj, name, takes)
     if hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__"):
-        return _dlpack_view(obj, name, stream)
+        return _dlpack_view(obj, name, stream, takes)
     if type(obj).__module__.startswith("jax") and "Tracer" in type(obj).__name__:
         raise TypeError(f"{name} is a JAX tracer: deepselect_rt.topk cannot run inside jax.jit or other JAX "
                         "transformations yet; call it on concrete jax.Arrays, outside the traced function")
@@ -192,11 +198,11 @@ def torch_current_stream(device_index: int) -> int:
 
 # --- ingest ------------------------------------------------------------------------------
 
-def _torch_view(t, name: str) -> TensorView:
+def _torch_view(t, name: str, takes: str = VALUE_DTYPES_TEXT) -> TensorView:
     # The per-call hot path: attribute reads only, no capsule, no NumPy.
     dtype = _dtype_name(t.dtype)
     if dtype is None:
-        raise _dtype_error(name, t.dtype)
+        raise _dtype_error(name, t.dtype, takes)
     if t.layout is not sys.modules["torch"].strided:
         raise TypeError(f"{name} must be a dense (strided) tensor, got layout {t.layout}")
     if t.is_neg():
@@ -212,10 +218,10 @@ def _torch_view(t, name: str) -> TensorView:
                       "torch", t)
 
 
-def _numpy_view(a: np.ndarray, name: str) -> TensorView:
+def _numpy_view(a: np.ndarray, name: str, takes: str = VALUE_DTYPES_TEXT) -> TensorView:
     dtype = _dtype_name(a.dtype) if a.dtype.isnative else None
     if dtype is None:
-        raise _dtype_error(name, a.dtype)
+        raise _dtype_error(name, a.dtype, takes)
     itemsize = a.itemsize
     if any(s % itemsize for s in a.strides):
         raise ValueError(f"{name} has strides {a.strides} bytes, not whole {itemsize}-byte "
@@ -225,7 +231,7 @@ def _numpy_view(a: np.ndarray, name: str) -> TensorView:
                       writable=a.flags.writeable)
 
 
-def _dlpack_view(obj, name: str, stream: int | None) -> TensorView:
+def _dlpack_view(obj, name: str, stream: int | None, takes: str) -> TensorView:
     framework = _framework_of(obj)
     device_code, device_id = (int(x) for x in obj.__dlpack_device__())
     if stream is None and dlpack.takes_stream(device_code):
@@ -237,7 +243,7 @@ def _dlpack_view(obj, name: str, stream: int | None) -> TensorView:
             from exc
     t = dlpack.read(capsule)
     if t.dtype not in ACCEPTED_DTYPES:
-        raise _dtype_error(name, t.dtype_text if t.dtype is None else t.dtype)
+        raise _dtype_error(name, t.dtype_text if t.dtype is None else t.dtype, takes)
     return TensorView(t.ptr, t.shape, t.strides, t.dtype, dlpack.device_name(t.device_code),
                       t.device_id, framework, obj, capsule, t.writable)
 
@@ -260,12 +266,7 @@ def _dtype_name(dtype) -> str | None:
     return name
 
 
-# The index arrays of topk; every other array is an input or values.
-_INDEX_ARRAYS = ("begin", "end", "output_idx", "output_idx_offset")
-
-
-def _dtype_error(name: str, dtype) -> TypeError:
-    takes = "int32 or int64" if name in _INDEX_ARRAYS else "bfloat16, float16 or float32"
+def _dtype_error(name: str, dtype, takes: str) -> TypeError:
     swapped = " (big-endian: convert to native byte order first)" if getattr(dtype, "byteorder", "") == ">" else ""
     return TypeError(f"{name} must have dtype {takes}, got {dtype}{swapped}")
 

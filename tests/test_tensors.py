@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from deepselect_rt import tensors
-from deepselect_rt.tensors import allocate, current_stream, host_array, view_of
+from deepselect_rt.tensors import INDEX_DTYPES_TEXT, allocate, current_stream, host_array, view_of
 
 NUMPY_DTYPES = [np.float32, np.float16, ml_dtypes.bfloat16, np.int32, np.int64]
 FIELDS = ("ptr", "shape", "strides", "dtype", "device_type", "device_id", "writable")
@@ -256,7 +256,7 @@ def test_non_tensor_is_type_error(obj):
 @pytest.mark.parametrize("dtype", [np.complex64, np.bool_, np.float64, np.uint8])
 def test_numpy_unsupported_dtype(dtype):
     with pytest.raises(TypeError, match=r"begin must have dtype int32 or int64, got "):
-        view_of(np.zeros(4, dtype), name="begin")
+        view_of(np.zeros(4, dtype), name="begin", takes=INDEX_DTYPES_TEXT)
     with pytest.raises(TypeError, match=r"input must have dtype bfloat16, float16 or float32, got "):
         view_of(np.zeros(4, dtype), name="input")
 

@@ -17,7 +17,7 @@ from rich.table import Table  # noqa: E402
 import deepselect_rt  # noqa: E402
 from deepselect_rt import bench  # noqa: E402
 from deepselect_rt.cuda import backend, module  # noqa: E402
-from deepselect_rt.cuda.plan import radix_split, radix_tier, row_vectors, split_factor  # noqa: E402
+from deepselect_rt.cuda.plan import choose_split, radix_tier, row_vectors, split_factor  # noqa: E402
 from deepselect_rt.cuda.variants import SPLIT_CLUSTER, SPLIT_RADIX, SPLIT_WORKSPACE  # noqa: E402
 
 SPLITS = (1, 2, 4, 8, 16)
@@ -51,9 +51,9 @@ def torch_time(dtype, rows, width, k):
 
 
 def rule(dtype, rows, width, k):
-    """What the backend picks: ("radix", split) or ("stream", split)."""
-    split = radix_split(rows, row_vectors(dtype, width), k, dtype, sms)
-    return (SPLIT_RADIX, split) if split > 1 else ("stream", split_factor(rows, width, k, sms))
+    """What the backend picks for contiguous rows: ("radix", split) or ("stream", split)."""
+    split, how = choose_split(rows, width, row_vectors(dtype, width), k, dtype, backend.device_limits(0))
+    return how or "stream", split
 
 
 def fmt(t):

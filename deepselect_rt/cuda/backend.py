@@ -19,7 +19,7 @@ from ..tensors import allocate, workspace
 from . import launch, module
 from .context import is_current, on_device
 from .module import check
-from .plan import DeviceLimits, Plan, make_plan, radix_split, radix_tier, row_vectors, split_factor
+from .plan import DeviceLimits, Plan, choose_split, make_plan, radix_tier, row_vectors
 from .variants import SPLIT_CLUSTER, SPLIT_RADIX, SPLIT_WORKSPACE
 
 _STATIC_SMEM_LIMIT = 48 * 1024
@@ -179,12 +179,7 @@ def _ready_for(req: TopkRequest) -> _Ready:
     rows = req.rows
     dtype, width = req.x.dtype, req.width
     vectors = row_vectors(dtype, width, req.x.ptr, req.x.strides[0], req.begin is not None)
-    if _forced is not None:
-        split, how = _forced
-    elif limits.clusters and (split := radix_split(rows, vectors, req.k, dtype, limits.sm_count)) > 1:
-        how = SPLIT_RADIX
-    else:
-        split, how = split_factor(rows, width, req.k, limits.sm_count), ""
+    split, how = _forced if _forced is not None else choose_split(rows, width, vectors, req.k, dtype, limits)
     # The radix kernel's tier depends on the width; keying on the tier, not the width, keeps one
     # plan for a row that grows a column per decoding step.
     tier = radix_tier(dtype, vectors, split) if how == SPLIT_RADIX else None

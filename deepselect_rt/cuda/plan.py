@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from ..dtypes import ITEMSIZE
 from .variants import (RADIX_TIERS, SPLIT_CLUSTER, SPLIT_RADIX, SPLIT_WORKSPACE, STREAM_KMAX, Variant,
-                       large_variant, merge_variant, radix_variant, stream_variant)
+                       large_variant, merge_variant, radix_variant, stream_bucket, stream_variant)
 
 # Bytes of SelectScratch, the step counters and the shared count beside the candidate buffer in
 # kernels_cu/row/candidates.cuh's Shared struct (256 + 4 u32, 3 u32, alignment), rounded up.
@@ -69,7 +69,11 @@ def split_factor(rows: int, width: int, k: int, sm_count: int) -> int:
     if 2 * rows > sm_count or k > STREAM_KMAX[-1]:
         return 1
     most = min(MAX_SPLIT, max(sm_count // (2 * rows), 2), width // max(MIN_SLICE, SLICE_PER_K * k))
-    return 1 << (most.bit_length() - 1) if most >= 2 else 1
+    return _floor_pow2(most) if most >= 2 else 1
+
+
+def _floor_pow2(n: int) -> int:
+    return 1 << (n.bit_length() - 1)
 
 
 def radix_smem_bytes(k: int) -> int:
@@ -110,11 +114,22 @@ def radix_split(rows: int, vectors: int, k: int, dtype: str, sm_count: int) -> i
     most = min(MAX_SPLIT, sm_count // 2 // rows)
     if most < 2:
         return 1
-    split = 1 << (most.bit_length() - 1)
+    split = _floor_pow2(most)
     tier = radix_tier(dtype, vectors, split)
     if tier is None or (tier == RADIX_TIERS[dtype][-1] and k < LARGEST_TIER_MIN_K):
         return 1
     return split
+
+
+def choose_split(rows: int, width: int, vectors: int, k: int, dtype: str, limits: DeviceLimits) -> tuple[int, str]:
+    """(CTAs per row, how): the cluster radix select where the device has clusters and
+    ``radix_split`` takes the batch, else ``split_factor``'s split the streaming kernel's way
+    (""). ``vectors``: ``row_vectors`` of the rows."""
+    if limits.clusters:
+        split = radix_split(rows, vectors, k, dtype, limits.sm_count)
+        if split > 1:
+            return split, SPLIT_RADIX
+    return split_factor(rows, width, k, limits.sm_count), ""
 
 
 def make_plan(dtype: str, k: int, few_rows: bool, limits: DeviceLimits, split: int = 1, how: str = "",
@@ -130,7 +145,7 @@ def make_plan(dtype: str, k: int, few_rows: bool, limits: DeviceLimits, split: i
             v = radix_variant(dtype, *tier)
             return Plan(v, v.threads, smem, split, how)
         how = ""
-    kmax = next((b for b in STREAM_KMAX if k <= b), None)
+    kmax = stream_bucket(k)
     if kmax is None:
         v = large_variant(dtype)
         return Plan(v, v.threads, 0)

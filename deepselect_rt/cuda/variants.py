@@ -97,6 +97,11 @@ RADIX_TIERS = {"float32": ((1024, 1), (1024, 2), (1024, 4), (512, 16)),
                "bfloat16": ((1024, 1), (1024, 2), (1024, 4), (1024, 8))}
 
 
+def stream_bucket(k: int) -> int | None:
+    """The smallest STREAM_KMAX bucket holding k, or None past the streaming kernel."""
+    return next((b for b in STREAM_KMAX if k <= b), None)
+
+
 def stream_variant(dtype: str, kmax: int, few_rows: bool = False, split: str = "") -> Variant:
     """The one-pass streaming kernel (kernels_cu/topk_stream.cu) for k <= kmax, tuned for
     batches of fewer rows than SMs when ``few_rows`` or ``split`` (SPLIT_CLUSTER or
@@ -149,7 +154,7 @@ def filter_variants(variants, *, dtypes=None, ks=None) -> list[Variant]:
     """Keep the variants of the given input dtypes and those the plan picks for the given k
     values: of the streaming kernels, the smallest k bucket holding each k; the variants that do
     not depend on k (any-k, cluster radix select, probe) always."""
-    buckets = {next((b for b in STREAM_KMAX if k <= b), 0) for k in ks or ()}
+    buckets = {stream_bucket(k) for k in ks or ()}
     out = []
     for v in variants:
         if dtypes and v.dtype and v.dtype not in dtypes:
@@ -162,4 +167,4 @@ def filter_variants(variants, *, dtypes=None, ks=None) -> list[Variant]:
 
 __all__ = ["Variant", "PROBE", "default_variants", "filter_variants",
            "DTYPE_CODE", "INPUT_DTYPES", "SPLIT_CLUSTER", "SPLIT_WORKSPACE", "SPLIT_RADIX", "RADIX_TIERS",
-           "stream_variant", "merge_variant", "radix_variant", "large_variant", "arch_number"]
+           "stream_bucket", "stream_variant", "merge_variant", "radix_variant", "large_variant", "arch_number"]
