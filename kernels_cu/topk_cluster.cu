@@ -4,14 +4,17 @@
 //
 //   1. Each CTA loads its slice of the row once: DS_VECS 16-byte vectors per thread, each warp
 //      a contiguous run of the row (so columns follow (warp, vector, lane, element)).
-//   2. Per digit: each CTA histograms its elements still in the bucket, the cluster sums the
+//   2. Threads holding 32 or more elements first select over their maxima for a bound T0 and
+//      drop the vectors entirely below it (prefilter), so the passes below skip most of them.
+//      Per digit: each CTA histograms its elements still in the bucket, the cluster sums the
 //      histograms through distributed shared memory, every CTA picks the same digit. The end is
 //      the key K of the k-th largest (or a prefix of it that no other element shares).
 //   3. The row's winners are the keys above K and, among those equal to K, the lowest columns.
 //      Every CTA publishes how many it has of each; from them every CTA knows how many ties it
 //      takes and where its winners start in the row's output (CTA rank is column order).
-//   4. sorted=False: every CTA writes its winners, in ascending column order. Otherwise they go
-//      to CTA 0's shared memory, which sorts and writes the row.
+//   4. sorted=False: every CTA stages its winners in its shared memory and writes them, in
+//      ascending column order. Otherwise they go to CTA 0's shared memory, which sorts and
+//      writes the row.
 //
 // Compile-time parameters: DS_DTYPE, DS_THREADS, DS_VECS, DS_ENTRY. The grid is rows x p.split
 // CTAs in clusters of p.split; a CTA holds at most DS_THREADS x DS_VECS vectors of its row
@@ -37,6 +40,49 @@ struct Shared {
 constexpr u32 GATHER_OFFSET = (sizeof(Shared) + 15) / 16 * 16;
 
 __device__ __forceinline__ bool bit(u64 mask, int i) { return (mask >> i) & 1; }
+// The valid bits of this thread's vector u.
+__device__ __forceinline__ u32 vec_bits(u64 valid, int u) { return (u32)(valid >> (u * DS_VEC)) & ((1u << DS_VEC) - 1); }
+
+// Elements a thread holds from which a first select over the threads' maxima pays for its
+// cluster passes: every later pass then skips almost every element (1 x 1M bf16, k = 2048,
+// 64 a thread: the histograms of all elements cost most of the kernel's time).
+constexpr int PREFILTER_ELEMS = 32;
+
+// A key at or below every element of v: the key of its packed maximum (the maximum of the two
+// halves' keys for the 16-bit dtypes). Not keys of the elements: those the compiler keeps
+// live across the later passes, and they spill.
+__device__ __forceinline__ u32 vec_top_key(const Vec& v) {
+    const u32 w = vec_max(v);
+#if DS_DTYPE == 0
+    return key_of(w);
+#else
+    return max(key_of((bits_t)w), key_of((bits_t)(w >> 16)));
+#endif
+}
+
+// Clears from `valid` the vectors whose elements are all below T0, a key at or below the row's
+// k-th largest: the cluster's threads' maxima at or above T0 number at least k, and they are
+// distinct elements. (Slots without an element hold -inf: a thread with none offers -inf, at
+// or above T0 only when T0 is the least key there is, and then nothing is cleared.) T0 comes
+// from a radix select over the maxima that may stop a digit early (slack k / 4): a looser T0
+// keeps a few more candidates, an exact one costs more cluster passes. The select that follows
+// sees every element at or above T0, so it finds the same K; whole vectors are cleared, and
+// the elements below T0 left in a kept vector are selected over like any other.
+template <class Hist>
+__device__ __forceinline__ void prefilter(const Vec (&x)[V], u64& valid, u32 k, SelectScratch& sel, Hist& hist) {
+    u32 word = DS_NEG_INF_WORD;
+#pragma unroll
+    for (int u = 0; u < V; ++u) word = max2_nan(word, vec_max(x[u]));
+    Vec top;
+    top.v = make_uint4(word, word, word, word);
+    const u32 top_key = vec_top_key(top);
+    const u32 t0 = (u32)radix_digits<NT>(DS_ELEM_BITS - 8, k, k / 4, sel, hist, [&](u32* h, int shift, const Digits& d) {
+        warp_hist_add(h, (top_key >> shift) & 255, (top_key & (u32)d.mask) == (u32)d.prefix);
+    }).prefix;
+#pragma unroll
+    for (int u = 0; u < V; ++u)
+        if (vec_top_key(x[u]) < t0) valid &= ~((u64)((1u << DS_VEC) - 1) << (u * DS_VEC));
+}
 
 extern "C" __global__ void __launch_bounds__(DS_THREADS, 1) DS_ENTRY(const Params p) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -68,7 +114,7 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS, 1) DS_ENTRY(const Param
 #pragma unroll
     for (int u = 0; u < V; ++u) {
         const u32 vi = vec_at(u);
-        x[u].v = make_uint4(0, 0, 0, 0);
+        x[u].v = make_uint4(DS_NEG_INF_WORD, DS_NEG_INF_WORD, DS_NEG_INF_WORD, DS_NEG_INF_WORD);
         if (vi >= cta_end) continue;
         if (vi * DS_VEC >= first && (vi + 1) * DS_VEC <= last) {
             x[u].v = __ldcs(vbase + vi);
@@ -91,15 +137,19 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS, 1) DS_ENTRY(const Param
     Digits d{0, 0, m};
     if (n > k) {
         ClusterHistogram<NT> hist{sh.hist, split};
+        if (V * DS_VEC >= PREFILTER_ELEMS && split * NT >= k) prefilter(x, valid, k, sh.sel, hist);
         d = radix_digits<NT>(DS_ELEM_BITS - 8, k, 0, sh.sel, hist, [&](u32* h, int shift, const Digits& dd) {
 #pragma unroll
-            for (int u = 0; u < V; ++u)
+            for (int u = 0; u < V; ++u) {
+                // A warp none of whose lanes has an element left in vector u skips it.
+                if (!__any_sync(DS_FULL_MASK, vec_bits(valid, u))) continue;
 #pragma unroll
                 for (int e = 0; e < DS_VEC; ++e) {
                     const u32 key = key_of(x[u].b[e]);
                     warp_hist_add(h, (key >> shift) & 255,
                                   bit(valid, u * DS_VEC + e) && (key & (u32)dd.mask) == (u32)dd.prefix);
                 }
+            }
         });
     }
     const u32 prefix = (u32)d.prefix, mask = (u32)d.mask;
@@ -109,6 +159,7 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS, 1) DS_ENTRY(const Param
 #pragma unroll
     for (int u = 0; u < V; ++u) {
         ties[u] = 0;
+        if (!vec_bits(valid, u)) continue;
 #pragma unroll
         for (int e = 0; e < DS_VEC; ++e) {
             if (!bit(valid, u * DS_VEC + e)) continue;
@@ -155,6 +206,7 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS, 1) DS_ENTRY(const Param
 #pragma unroll
     for (int u = 0; u < V; ++u) {
         wins[u] = 0;
+        if (!vec_bits(valid, u)) continue;
         u32 r = tie_rank[u];
 #pragma unroll
         for (int e = 0; e < DS_VEC; ++e) {
@@ -165,28 +217,32 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS, 1) DS_ENTRY(const Param
             wins[u] += win;
         }
     }
-    slot_ranks<NT, V>(wins, win_rank, sh.warp_totals);
+    const u32 cta_wins = slot_ranks<NT, V>(wins, win_rank, sh.warp_totals);
     const bool has_nan = sh.has_nan;
     const u32 start = sh.start;
-    const auto each_win = [&](auto&& f) {
+    // The winners go to shared memory first: CTA 0's, to be sorted by value, or this CTA's own
+    // from its first slot on. One store a winner keeps this unrolled loop small; writing the
+    // outputs from it made the 64-element tier's code outgrow the instruction cache.
+    const bool by_value = p.flags & DS_F_SORTED;
+    const u32 dst = by_value ? cluster_map(gathered, 0) : cluster_map(gathered, rank) - start * (u32)sizeof(u64);
 #pragma unroll
-        for (int u = 0; u < V; ++u) {
-            u32 slot = start + win_rank[u];
+    for (int u = 0; u < V; ++u) {
+        u32 slot = start + win_rank[u];
 #pragma unroll
-            for (int e = 0; e < DS_VEC; ++e)
-                if (bit(won, u * DS_VEC + e)) f(slot++, vec_at(u) * DS_VEC + e - mis, key_of(x[u].b[e]));
-        }
-    };
-
-    if (p.flags & DS_F_SORTED) {
-        each_win([&](u32 slot, u32 col, u32 key) { cluster_store_u64(cluster_map(gathered + slot, 0), make_comp(key, col)); });
+        for (int e = 0; e < DS_VEC; ++e)
+            if (bit(won, u * DS_VEC + e))
+                cluster_store_u64(dst + slot++ * (u32)sizeof(u64), make_comp(key_of(x[u].b[e]), vec_at(u) * DS_VEC + e - mis));
+    }
+    if (by_value) {
         cluster_wait();
         cluster_sync();  // the winners have reached CTA 0
         if (rank == 0) sort_and_write<NT>(p, gathered, m, k, row, xrow, has_nan);
         return;
     }
+    __syncthreads();
     const RowOut out = row_out(p, row, xrow, has_nan);
-    if (!out.sentinel) each_win([&](u32 slot, u32 col, u32 key) { write_slot(p, out, slot, true, col, key); });
+    if (!out.sentinel)
+        for (u32 i = threadIdx.x; i < cta_wins; i += NT) write_slot(p, out, start + i, true, comp_col(gathered[i]), comp_key(gathered[i]));
     // Fills (every slot under the NaN sentinel), spread over the cluster.
     for (u32 i = (out.sentinel ? 0 : m) + rank * NT + threadIdx.x; i < k; i += split * NT)
         write_slot(p, out, i, false, 0, 0);

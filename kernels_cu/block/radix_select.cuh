@@ -53,8 +53,8 @@ struct Digits {
 
 // Histograms of one CTA: fill and pick in the same shared array.
 struct CtaHistogram {
-    __device__ __forceinline__ u32* local(int, SelectScratch& s) { return s.hist; }
-    __device__ __forceinline__ void merge(int, SelectScratch&) { __syncthreads(); }
+    __device__ __forceinline__ u32* local(SelectScratch& s) { return s.hist; }
+    __device__ __forceinline__ void merge(SelectScratch&) { __syncthreads(); }
 };
 
 // Radix select, 8 bits per pass from bit `top` down: fill(hist, shift, digits) adds the
@@ -65,12 +65,12 @@ struct CtaHistogram {
 template <int NT, class Fill, class Hist>
 __device__ __forceinline__ Digits radix_digits(int top, u32 k, u32 slack, SelectScratch& s, Hist& hist, Fill fill) {
     Digits d{0, 0, k};
-    for (int shift = top, pass = 0; shift >= 0; shift -= 8, ++pass) {
-        u32* h = hist.local(pass, s);
+    for (int shift = top; shift >= 0; shift -= 8) {
+        u32* h = hist.local(s);
         for (u32 i = threadIdx.x; i < 256; i += NT) h[i] = 0;
         __syncthreads();
         fill(h, shift, d);
-        hist.merge(pass, s);
+        hist.merge(s);
         if (threadIdx.x < 32) pick_digit(s, d.remaining);
         __syncthreads();
         d.remaining -= s.above;

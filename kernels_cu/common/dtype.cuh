@@ -23,6 +23,15 @@ typedef u16 bits_t;
 #define DS_CANONICAL_NAN 0x7e00u
 #endif
 
+// -inf, twice in a 32-bit word for the 16-bit dtypes.
+#if DS_DTYPE == 0
+#define DS_NEG_INF_WORD 0xff800000u
+#elif DS_DTYPE == 2
+#define DS_NEG_INF_WORD 0xff80ff80u
+#else
+#define DS_NEG_INF_WORD 0xfc00fc00u
+#endif
+
 #define DS_ELEM_BYTES (DS_ELEM_BITS / 8)
 // Elements per 16-byte vector load.
 #define DS_VEC (16 / DS_ELEM_BYTES)
@@ -53,4 +62,22 @@ __device__ __forceinline__ bool is_nan_bits(bits_t b) {
 #else
     return (b & 0x7fffu) > 0x7c00u;
 #endif
+}
+
+// Packed maximum that keeps NaN (sm_80+), so a NaN never hides behind a number.
+__device__ __forceinline__ u32 max2_nan(u32 a, u32 b) {
+    u32 d;
+#if DS_DTYPE == 0
+    asm("max.NaN.f32 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+#elif DS_DTYPE == 1
+    asm("max.NaN.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+#else
+    asm("max.NaN.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+#endif
+    return d;
+}
+
+// The packed maximum of a vector's elements (one per 16-bit half for the 16-bit dtypes).
+__device__ __forceinline__ u32 vec_max(const Vec& v) {
+    return max2_nan(max2_nan(v.v.x, v.v.y), max2_nan(v.v.z, v.v.w));
 }

@@ -3,22 +3,9 @@
 #pragma once
 #include "common/keys.cuh"
 
-// Packed maximum that keeps NaN (sm_80+), so a NaN never hides behind a number.
-__device__ __forceinline__ u32 max2_nan(u32 a, u32 b) {
-    u32 d;
-#if DS_DTYPE == 0
-    asm("max.NaN.f32 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-#elif DS_DTYPE == 1
-    asm("max.NaN.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-#else
-    asm("max.NaN.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-#endif
-    return d;
-}
-
 // False when no element of v can reach a threshold whose float floor is `floor`.
 __device__ __forceinline__ bool vector_may_pass(const Vec& v, float floor) {
-    const u32 m = max2_nan(max2_nan(v.v.x, v.v.y), max2_nan(v.v.z, v.v.w));
+    const u32 m = vec_max(v);
 #if DS_DTYPE == 0
     return !(__uint_as_float(m) < floor);
 #else
