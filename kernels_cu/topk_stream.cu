@@ -25,6 +25,12 @@
 #include "block/cluster.cuh"
 #endif
 
+// The warps' vector queues follow Shared (deepselect_rt/cuda/plan.py stream_smem_bytes: the
+// candidate buffer, _STREAM_SCRATCH_BYTES, then 40 bytes a thread).
+constexpr u32 QUEUE_OFFSET = (sizeof(Shared) + 15) / 16 * 16;
+static_assert(QUEUE_OFFSET <= sizeof(u64) * CAP + 1088, "plan.py's _STREAM_SCRATCH_BYTES covers Shared");
+static_assert(sizeof(VectorQueue) == 40 * DS_THREADS, "plan.py's queue bytes");
+
 // Slice `c` of `s` of [lo, hi): whole 16-byte vectors of the row except at its ends, so every
 // slice but the row's own edges starts aligned when the row does.
 __device__ __forceinline__ void slice_of(i64& lo, i64& hi, u32 s, u32 c) {
@@ -37,6 +43,7 @@ __device__ __forceinline__ void slice_of(i64& lo, i64& hi, u32 s, u32 c) {
 extern "C" __global__ void __launch_bounds__(DS_THREADS, DS_MIN_CTAS) DS_ENTRY(const Params p) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     Shared& sh = *reinterpret_cast<Shared*>(smem_raw);
+    VectorQueue& vq = *reinterpret_cast<VectorQueue*>(smem_raw + QUEUE_OFFSET);
     const u32 split = DS_SPLIT ? (u32)p.split : 1;
     const i64 row = blockIdx.x / split;
     const u32 slice = blockIdx.x % split;
@@ -51,7 +58,7 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS, DS_MIN_CTAS) DS_ENTRY(c
     StepCounter cnt;
     cnt.init(sh.steps);
     u64 thr = 0;
-    stream_range(sh, cnt, xrow, (u32)lo, (u32)(hi - lo), k, thr);
+    stream_range(sh, vq, cnt, xrow, (u32)lo, (u32)(hi - lo), k, thr);
 
 #if DS_SPLIT == 0
     finish_row(p, sh, cnt.base, k, thr, row, xrow);

@@ -68,6 +68,23 @@ def test_distributions(name, dtype, k):
 
 
 @pytest.mark.parametrize("dtype", list(DTYPES))
+@pytest.mark.parametrize("k", [600, 1024, 4096])
+def test_sampled_threshold_too_high(dtype, k):
+    """The streaming kernel estimates its first threshold from one 16-byte vector a thread
+    spread evenly over the row (vector t * vectors // threads, kernels_cu/row/stream_range.cuh).
+    Here those vectors, for 256 and for 512 threads, hold the row's only large values, fewer
+    than k of them reach the estimate, and the row has to be streamed again from 0."""
+    rows, width = 256, 131072
+    x = distributions.make("normal", rows, width, dtype, seed=11)
+    vec = 16 // x.dtype.itemsize
+    sampled = np.arange(512) * (width // vec) // 512
+    cols = (sampled[:, None] * vec + np.arange(vec)).ravel()
+    rng = np.random.default_rng(k)
+    x[:, cols] = (100 + 1000 * rng.random((rows, cols.size))).astype(x.dtype)
+    check(x, k, indices_type="int32")
+
+
+@pytest.mark.parametrize("dtype", list(DTYPES))
 def test_begin_end_and_offsets(dtype):
     rows, width, k = 133, 50000, 512
     x = distributions.make("normal", rows, width, dtype, seed=5)

@@ -20,6 +20,8 @@ from .variants import (RADIX_TIERS, SPLIT_CLUSTER, SPLIT_RADIX, SPLIT_WORKSPACE,
 # Bytes of SelectScratch, the step counters and the shared count beside the candidate buffer in
 # kernels_cu/row/candidates.cuh's Shared struct (256 + 4 u32, 3 u32, alignment), rounded up.
 _STREAM_SCRATCH_BYTES = 1088
+# kernels_cu/row/vector_queue.cuh: 64 x (16-byte vector + 4-byte index) per warp of 32 threads.
+_QUEUE_BYTES_PER_THREAD = 40
 
 # Bytes of kernels_cu/topk_cluster.cu's Shared struct at 1024 threads (its GATHER_OFFSET), rounded
 # up; CTA 0's gather buffer of k rounded up to a power of two composites follows.
@@ -55,9 +57,10 @@ class Plan:
 
 def stream_smem_bytes(variant: Variant) -> int:
     """Shared memory of topk_stream.cu / topk_merge.cu: a buffer of 2 * kmax composites (8 bytes
-    each) plus one block (threads x loads x 16-byte vectors), and the select scratch."""
+    each) plus one block (threads x loads x 16-byte vectors), the select scratch, and the warps'
+    vector queues (64 vectors and their indices a warp: 40 bytes a thread)."""
     block = variant.threads * dict(variant.extra)["DS_LOADS"] * (16 // ITEMSIZE[variant.dtype])
-    return 8 * (2 * variant.kmax + block) + _STREAM_SCRATCH_BYTES
+    return 8 * (2 * variant.kmax + block) + _STREAM_SCRATCH_BYTES + _QUEUE_BYTES_PER_THREAD * variant.threads
 
 
 def split_factor(rows: int, width: int, k: int, sm_count: int) -> int:

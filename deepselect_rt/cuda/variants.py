@@ -73,9 +73,10 @@ STREAM_KMAX = (256, 512, 1024, 2048, 4096)
 # (threads, 16-byte loads in flight per thread, CTAs per SM for the register budget) by k bucket,
 # from tools/tune_stream.py on the H200 (docs/benchmarks.md). For batches of at least one row
 # per SM, 256 x 2 with three CTAs per SM is fastest for k <= 1024 (4096 x 1M bf16, k = 512:
-# 4.13 ms vs 4.58 ms for 512 x 2); for k = 2048, 512 x 2 (512 x 128K: 290 us vs 421 us). k = 4096
-# takes 256 x 2 so that its 96 KiB buffer fits GPUs with 99 KiB of shared memory per CTA.
-STREAM_TUNING = {256: (256, 2, 3), 512: (256, 2, 3), 1024: (256, 2, 3), 2048: (512, 2, 2), 4096: (256, 2, 2)}
+# 2.61 ms vs 3.06 ms for 512 x 2); for k = 2048, 512 x 1 (512 x 128K: 277 us vs 312 us for
+# 256 x 2). k = 4096 takes 256 x 1 so that its buffer and vector queues (91 KiB) fit GPUs with
+# 99 KiB of shared memory per CTA.
+STREAM_TUNING = {256: (256, 2, 3), 512: (256, 2, 3), 1024: (256, 2, 3), 2048: (512, 1, 2), 4096: (256, 1, 2)}
 # Fewer rows than SMs: one CTA's own bandwidth bounds the time, and 512 threads read a row
 # faster (1 x 128K bf16, k = 512: 72 us vs 104 us).
 FEW_ROWS_TUNING = (512, 2, 2)

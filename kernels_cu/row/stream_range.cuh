@@ -2,11 +2,14 @@
 //
 // The range is read once in blocks of DS_LOADS x DS_THREADS 16-byte vectors, visited in a fixed
 // pseudo-random order (so no data order makes it slow). Each element is tested against the
-// running threshold T (a composite: key, then lower column); survivors are appended to the
-// buffer, and a radix select raises T whenever the next block could overflow it.
+// running threshold T (a composite: key, then lower column): a vector whose packed maximum
+// may reach T is queued (row/vector_queue.cuh), and the queue's vectors, 32 at a time, have
+// each element tested; survivors are appended to the buffer, and a radix select raises T
+// whenever the next block could overflow it.
 #pragma once
 #include "row/candidates.cuh"
 #include "row/vector_filter.cuh"
+#include "row/vector_queue.cuh"
 
 // A stride in [1, n) coprime with n (n > 1) that spreads consecutive visits across the range.
 __device__ __forceinline__ u32 visit_stride(u32 n) {
@@ -27,79 +30,125 @@ __device__ __forceinline__ void load_block(Vec (&v)[DS_LOADS], const uint4* vrow
     }
 }
 
+// A threshold estimated from a sample of the range: one 16-byte vector per thread, spread evenly
+// (so a sorted row is sampled like any other). Its rank r in the sample is the sample's expected
+// share of the k best plus three standard deviations and 4, so the range almost always holds at
+// least k elements at or above it; the caller checks that and streams again from 0 otherwise.
+// 0 (no estimate) for ranges too short to sample or where r reaches k (a block's own k-th best,
+// a valid bound, is as good). With a few more than k candidates from the start, a 128K-wide row
+// at k = 2048 needs one or two selects instead of a dozen.
+__device__ __forceinline__ u64 sampled_threshold(Shared& sh, const uint4* vrow, u32 nvec, u32 n, u32 k) {
+    constexpr u32 S = NT * DS_VEC;
+    if (nvec < NT || n <= k) return 0;
+    const float expect = (float)k * S / n;
+    const u32 r = (u32)(expect + 3.f * sqrtf(expect)) + 4;
+    if (r >= k || r > S / 2) return 0;
+    Vec v;
+    v.v = vrow[(u64)threadIdx.x * nvec / NT];
+    const auto key = [&](int e, bool& valid) {
+        valid = true;
+        return key_of(v.b[e]);
+    };
+    return key_threshold<NT, DS_VEC>(key, r, r / 4, sh.sel);
+}
+
 // Filters columns [lo, lo + n) of xrow into sh.buf (counted by cnt, which starts empty);
 // on return T (thr) is a valid lower bound of the range's k-th best.
-__device__ __forceinline__ void stream_range(Shared& sh, StepCounter& cnt, const bits_t* xrow, u32 lo, u32 n,
-                                             u32 k, u64& thr) {
+__device__ __forceinline__ void stream_range(Shared& sh, VectorQueue& vq, StepCounter& cnt, const bits_t* xrow,
+                                             u32 lo, u32 n, u32 k, u64& thr) {
     // Split [lo, lo + n) into an unaligned head, 16-byte vectors, and a tail.
     const u32 mis = (u32)(((u64)(xrow + lo) & 15) / DS_ELEM_BYTES);
     const u32 head = mis ? min(n, (u32)DS_VEC - mis) : 0;
     const u32 nvec = (n - head) / DS_VEC;
     const u32 body = lo + head;
     const u32 tail = n - head - nvec * DS_VEC;
-
-    // Edge elements first (at most 2 * (DS_VEC - 1)), one per thread: all pass while T is 0.
-    {
-        const u32 t = threadIdx.x;
-        bits_t b = 0;
-        u32 col = 0, pass = 0;
-        if (t < head + tail) {
-            col = t < head ? lo + t : body + nvec * DS_VEC + (t - head);
-            b = xrow[col];
-            pass = 1;
-        }
-        cnt.prepare();
-        warp_append<1>([&](int) { return make_comp(key_of(b), col); }, pass, sh.buf, cnt.base, cnt.current());
-        __syncthreads();
-        cnt.finish();
-    }
-
     const uint4* vrow = (const uint4*)(xrow + body);
     const u32 per_block = DS_LOADS * NT;
     const u32 nblocks = (nvec + per_block - 1) / per_block;
     const u32 stride = nblocks > 1 ? visit_stride(nblocks) : 0;
-    float floor = threshold_floor(thr);
+    float floor;
     // Blocks alternate between two register sets, so the next block's loads are in flight while
     // this one is filtered, with no copy between the sets (a copy made the compiler wait for the
     // loads right where they were issued).
     Vec a[DS_LOADS], b[DS_LOADS];
     const auto advance = [&](u32 blk) { return blk + stride >= nblocks ? blk + stride - nblocks : blk + stride; };
-    // One barrier per block: the buffer always has room for a whole block's survivors.
+    WarpQueue q;
+    q.init(vq);
+    // Tests the elements of a queued vector against the current T (at least the T it was queued
+    // under, so no winner is lost) and appends the survivors.
+    const auto test = [&](bool valid, const Vec& v, u32 vi) {
+        const u32 col0 = body + vi * DS_VEC;
+        const u32 pass = valid ? filter(v, col0, thr, floor) : 0;
+        warp_append<DS_VEC>([&](int e) { return make_comp(key_of(v.b[e]), col0 + e); }, pass, sh.buf, cnt.base,
+                            cnt.current());
+    };
+    // One barrier per block: the buffer always has room for a whole block's survivors (a warp
+    // tests at most DS_LOADS x 32 queued vectors per block: the queue holds < 32 before a load).
     const auto process = [&](const Vec (&v)[DS_LOADS], u32 blk) {
         cnt.prepare();
 #pragma unroll
         for (int u = 0; u < DS_LOADS; ++u) {
             const u32 vi = blk * per_block + u * NT + threadIdx.x;
-            const u32 col0 = body + vi * DS_VEC;
-            const u32 pass = vi < nvec ? filter(v[u], col0, thr, floor) : 0;
-            warp_append<DS_VEC>([&](int e) { return make_comp(key_of(v[u].b[e]), col0 + e); }, pass, sh.buf,
-                                cnt.base, cnt.current());
+            q.push(vi < nvec && vector_may_pass(v[u], floor), v[u], vi);
+            if (q.count >= 32) q.pop(32, test);
         }
         __syncthreads();
         cnt.finish();
         maybe_select(sh, cnt, k, thr, floor);
     };
-    u32 blk = 0;
-    if (nblocks) load_block(a, vrow, 0, nvec);
-    for (u32 j = 0; j < nblocks; j += 2) {
-        const u32 blk_b = advance(blk);
-        if (j + 1 < nblocks) load_block(b, vrow, blk_b * per_block, nvec);
-        if (j == 0 && min(per_block, nvec) * DS_VEC >= k) {
-            // Seed T from the first block's keys while the second block loads: appending the
-            // whole first block at T = 0 and selecting from it measured as a third of a short
-            // row's time. Any subset's k-th best is a valid lower bound of the row's.
-            const auto key = [&](int j, bool& valid) {
-                valid = (u32)(j / DS_VEC) * NT + threadIdx.x < nvec;
-                return key_of(a[j / DS_VEC].b[j % DS_VEC]);
-            };
-            thr = key_threshold<NT, DS_LOADS * DS_VEC>(key, k, STREAM_SLACK, sh.sel);
-            floor = threshold_floor(thr);
+
+    // A pass from T = seed: valid when the buffer ends with at least k entries (every element
+    // at or above the seed was kept, and a select only ever keeps k or more), else the range
+    // holds fewer than k elements at or above the estimate and is streamed again from 0.
+    const u64 estimate = sampled_threshold(sh, vrow, nvec, n, k);
+    for (u64 seed = estimate;; seed = 0) {
+        cnt.base = 0;
+        thr = seed;
+        floor = threshold_floor(thr);
+        // Edge elements first (at most 2 * (DS_VEC - 1)), one per thread.
+        {
+            const u32 t = threadIdx.x;
+            bits_t e = 0;
+            u32 col = 0, pass = 0;
+            if (t < head + tail) {
+                col = t < head ? lo + t : body + nvec * DS_VEC + (t - head);
+                e = xrow[col];
+                pass = make_comp(key_of(e), col) >= thr;
+            }
+            cnt.prepare();
+            warp_append<1>([&](int) { return make_comp(key_of(e), col); }, pass, sh.buf, cnt.base, cnt.current());
+            __syncthreads();
+            cnt.finish();
         }
-        process(a, blk);
-        if (j + 1 == nblocks) break;
-        const u32 blk_a = advance(blk_b);
-        if (j + 2 < nblocks) load_block(a, vrow, blk_a * per_block, nvec);
-        process(b, blk_b);
-        blk = blk_a;
+        u32 blk = 0;
+        if (nblocks) load_block(a, vrow, 0, nvec);
+        for (u32 j = 0; j < nblocks; j += 2) {
+            const u32 blk_b = advance(blk);
+            if (j + 1 < nblocks) load_block(b, vrow, blk_b * per_block, nvec);
+            if (j == 0 && !seed && min(per_block, nvec) * DS_VEC >= k) {
+                // Seed T from the first block's keys while the second block loads: appending the
+                // whole first block at T = 0 and selecting from it measured as a third of a short
+                // row's time. Any subset's k-th best is a valid lower bound of the row's.
+                const auto key = [&](int i, bool& valid) {
+                    valid = (u32)(i / DS_VEC) * NT + threadIdx.x < nvec;
+                    return key_of(a[i / DS_VEC].b[i % DS_VEC]);
+                };
+                thr = key_threshold<NT, DS_LOADS * DS_VEC>(key, k, STREAM_SLACK, sh.sel);
+                floor = threshold_floor(thr);
+            }
+            process(a, blk);
+            if (j + 1 == nblocks) break;
+            const u32 blk_a = advance(blk_b);
+            if (j + 2 < nblocks) load_block(a, vrow, blk_a * per_block, nvec);
+            process(b, blk_b);
+            blk = blk_a;
+        }
+        // The queues' rest, as one more step.
+        cnt.prepare();
+        if (q.count) q.pop(q.count, test);
+        __syncthreads();
+        cnt.finish();
+        maybe_select(sh, cnt, k, thr, floor);
+        if (!seed || cnt.base >= k) break;
     }
 }
