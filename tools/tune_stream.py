@@ -12,7 +12,7 @@ import deepselect_rt  # noqa: E402
 from deepselect_rt import bench  # noqa: E402
 from deepselect_rt.cuda import backend, variants  # noqa: E402
 
-CONFIGS = [(256, 2, 3), (512, 2, 2), (256, 4, 2), (128, 4, 4), (512, 1, 2)]
+CONFIGS = [(256, 2, 3), (512, 1, 2), (256, 1, 2), (256, 2, 2), (512, 2, 2)]
 SHAPES = [("bfloat16", 4096, 1 << 20, 512), ("bfloat16", 512, 131072, 2048), ("float32", 4096, 129280, 512),
           ("bfloat16", 1, 131072, 512)]
 
@@ -21,7 +21,7 @@ rows_out = []
 for threads, loads, min_ctas in CONFIGS:
     variants.STREAM_TUNING = {kmax: (threads, loads, min_ctas) for kmax in variants.STREAM_KMAX}
     variants.FEW_ROWS_TUNING = (threads, loads, min_ctas)
-    backend._ready.clear()
+    backend.forget_plans()
     line = [f"t{threads} l{loads} m{min_ctas}"]
     for dtype, rows, width, k in SHAPES:
         x = torch.randn(rows, width, device="cuda").to(getattr(torch, dtype))

@@ -39,7 +39,7 @@ class _Ready:
 _ready: dict[tuple, _Ready] = {}
 _limits: dict[int, DeviceLimits] = {}
 _forced: tuple[int, str] | None = None
-_epoch = 0  # changes whenever forced_split changes the plans; repeat launches check it
+_epoch = 0  # changes whenever forced_split or forget_plans changes the plans; repeat launches check it
 
 
 @contextmanager
@@ -60,6 +60,14 @@ def forced_split(split: int, how: str = ""):
     finally:
         _forced = before
         _epoch += 1
+
+
+def forget_plans() -> None:
+    """For tuning: drops every prepared plan and remembered launch, so a changed variant
+    tuning (variants.STREAM_TUNING, FEW_ROWS_TUNING) takes effect on the next call."""
+    global _epoch
+    _ready.clear()
+    _epoch += 1
 
 
 def device_limits(device: int) -> DeviceLimits:
