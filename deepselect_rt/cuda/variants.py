@@ -73,7 +73,7 @@ STREAM_KMAX = (256, 512, 1024, 2048, 4096)
 # (threads, 16-byte loads in flight per thread, CTAs per SM for the register budget) by k bucket,
 # from tools/tune_stream.py on the H200 (docs/benchmarks.md). For batches of at least one row
 # per SM, 256 x 2 with three CTAs per SM is fastest for k <= 1024 (4096 x 1M bf16, k = 512:
-# 2.61 ms vs 3.06 ms for 512 x 2); for k = 2048, 512 x 1 (512 x 128K: 277 us vs 312 us for
+# 2.69 ms vs 2.76 ms for 512 x 2); for k = 2048, 512 x 1 (512 x 128K: 198 us vs 211 us for
 # 256 x 2). k = 4096 takes 256 x 1 so that its buffer and vector queues (91 KiB) fit GPUs with
 # 99 KiB of shared memory per CTA.
 STREAM_TUNING = {256: (256, 2, 3), 512: (256, 2, 3), 1024: (256, 2, 3), 2048: (512, 1, 2), 4096: (256, 1, 2)}
