@@ -1,6 +1,6 @@
 """The CUDA backend's launch logic on the CPU, with the driver calls replaced: what ``run``
 launches, and the repeat launch it returns for fast_path.py (other streams and output pointers,
-invalidated by forced_split, absent where a call needs the whole path). The real launches are
+invalidated by forced_split and forget_plans, absent where a call needs the whole path). The real launches are
 covered by the GPU tests."""
 
 from __future__ import annotations
@@ -80,6 +80,15 @@ def test_forced_split_invalidates_a_repeat_launch(monkeypatch, launches):
         assert again(5) is False
     assert again(5) is False  # leaving it changes the plans again
     assert len(launches) == 1
+
+
+def test_forget_plans_drops_plans_and_repeat_launches(monkeypatch, launches):
+    _ready(monkeypatch)
+    again = backend.run(_request())
+    backend._ready[("a key",)] = "a prepared plan"
+    backend.forget_plans()
+    assert backend._ready == {}
+    assert again(5) is False and len(launches) == 1
 
 
 def test_whole_path_calls_return_no_repeat_launch(monkeypatch, launches):
