@@ -136,8 +136,12 @@ def _check_ranges(begin, end, x: TensorView) -> None:
         raise ValueError(f"begin must be >= 0, got minimum {b.min()}")
     if b is not None and len(b):
         upper = e if e is not None else width
-        if (b > upper).any():
-            raise ValueError("begin must be <= end in every row (and <= width)")
+        bad = np.nonzero(b > upper)[0]
+        if len(bad):
+            row = int(bad[0])
+            limit = f"end {int(e[row])}" if e is not None else f"width {width}"
+            raise ValueError(f"begin must be <= end in every row (and <= width): row {row} has begin "
+                             f"{int(b[row])} > {limit}")
 
 
 def _check_offsets(offsets, index_dtype: str, x: TensorView) -> None:
@@ -261,7 +265,8 @@ def topk(input, topk, sorted=False, begin=None, end=None, indices_type="int64", 
     Returns:
         ``(values, indices)``: values ``(rows, topk)`` of the input dtype, or None when
         ``return_value`` is False; indices ``(rows, topk)`` of ``indices_type``. Outputs are
-        objects of the caller's framework on the input's device.
+        objects of the caller's framework on the input's device. Values carry no autograd
+        history (unlike torch.topk's): gather from the input by the indices for a gradient.
 
     Raises:
         TypeError: a wrong type or dtype. ValueError: a wrong shape, range or combination.

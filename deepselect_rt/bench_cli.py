@@ -129,7 +129,10 @@ def _bench(args, out, err) -> int:
         if given:
             raise ValueError(f"--from-json shows a saved run; it takes only --plot (got --{given[0]})")
         _check_outputs(args)
-        results, host, meta = bench.load_json(Path(args.from_json).expanduser())
+        path = Path(args.from_json).expanduser()
+        if not path.is_file():
+            raise ValueError(f"--from-json {args.from_json!r}: no such file")
+        results, host, meta = bench.load_json(path)
         _report(out, results, host, meta, args.plot)
         return 0
 

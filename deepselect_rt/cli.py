@@ -186,8 +186,9 @@ def _warmup(args, out, err) -> int:
         raise ValueError(f"--k {args.k}: expected integers") from None
     if args.k is not None and not ks:
         raise ValueError(f"--k {args.k[-1]!r}: name at least one k")
-    if any(k < 1 for k in ks):
-        raise ValueError(f"--k {ks}: k must be >= 1")
+    for k in ks:
+        if k < 1:
+            raise ValueError(f"--k {k}: k must be >= 1")
     if args.jobs is not None and args.jobs < 1:
         raise ValueError(f"--jobs {args.jobs}: must be >= 1")
 

@@ -268,7 +268,9 @@ def _dtype_name(dtype) -> str | None:
 
 def _dtype_error(name: str, dtype, takes: str) -> TypeError:
     swapped = " (big-endian: convert to native byte order first)" if getattr(dtype, "byteorder", "") == ">" else ""
-    return TypeError(f"{name} must have dtype {takes}, got {dtype}{swapped}")
+    # "float64", not "torch.float64": the same name whichever framework the input comes from.
+    shown = str(dtype).removeprefix("torch.")
+    return TypeError(f"{name} must have dtype {takes}, got {shown}{swapped}")
 
 
 def _framework_of(obj) -> str:

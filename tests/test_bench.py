@@ -170,7 +170,7 @@ def test_from_json_rejects_bad_results(capsys, tmp_path, change):
 
 def test_from_json_missing_file_fails(capsys, tmp_path):
     rc, _, err = main(capsys, "bench", "--from-json", str(tmp_path / "none.json"))
-    assert rc == 1 and "none.json" in err
+    assert rc == 2 and "--from-json" in err and "none.json" in err and "no such file" in err
 
 
 # -- on a GPU -----------------------------------------------------------------------------------

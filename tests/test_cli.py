@@ -99,6 +99,7 @@ def test_cache_commands(capsys, cache_env):
     (("warmup", "--arch", "sm_90a", "--dtype", "float64"), "--dtype 'float64'"),
     (("warmup", "--arch", "sm_90a", "--k", "many"), "expected integers"),
     (("warmup", "--arch", "sm_90a", "--k", ""), "name at least one k"),
+    (("warmup", "--arch", "sm_90a", "--k", "8,0"), "--k 0: k must be >= 1"),
     (("warmup", "--arch", "sm_90a", "--dtype", ","), "name at least one of"),
     (("warmup", "--arch", "sm_90a", "--jobs", "0"), "--jobs 0"),
     (("cache", "prune", "--max-size", "lots"), "--max-size: cannot parse 'lots'"),
