@@ -120,6 +120,11 @@ def _need_gpu() -> None:
                                       "torch.topk as the reference peer: install torch with CUDA")
 
 
+def _tbs(tbs: float) -> str:
+    """Three significant digits: the few-row shapes move kilobytes, 0.00 TB/s at two decimals."""
+    return f"{tbs:.3g}"
+
+
 def _bench(args, out, err) -> int:
     from . import bench
 
@@ -192,7 +197,7 @@ def _report(out, results, host, meta, plot_path) -> None:
                  *(("ours graph us", "torch graph us") if graphs else ())):
         table.add_column(name, justify="right")
     for r in results:
-        row = [r.case.label(), f"{r.ours_us:.1f}", f"{r.ours_tbs:.2f}", f"{r.torch_us:.1f}", f"{r.speedup:.2f}x"]
+        row = [r.case.label(), f"{r.ours_us:.1f}", _tbs(r.ours_tbs), f"{r.torch_us:.1f}", f"{r.speedup:.2f}x"]
         row += [f"{r.peers[p]:.1f}" if p in r.peers else "-" for p in peers]
         if graphs:
             row += ["-" if v is None else f"{v:.1f}" for v in (r.ours_graph_us, r.torch_graph_us)]

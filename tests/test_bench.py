@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -166,6 +167,17 @@ def test_from_json_rejects_bad_results(capsys, tmp_path, change):
     saved.write_text(json.dumps([dict(crafted_results()[0], **change)]))
     rc, _, err = main(capsys, "bench", "--from-json", str(saved))
     assert rc == 2 and "bad.json" in err and "not a deepselect-rt bench JSON" in err
+
+
+def test_table_shows_small_bandwidths(capsys, tmp_path):
+    case = bench.Case("indexer", "bfloat16", 1, 131072, 512, "int32", False, False)
+    saved = tmp_path / "small.json"
+    saved.write_text(json.dumps([bench.Result(case, 17.0, 40.0).as_dict()]))
+    rc, out, err = main(capsys, "bench", "--from-json", str(saved))
+    assert rc == 0, err
+    tbs = case.bytes_moved() / 17.0 / 1e6  # bytes per us -> TB/s
+    shown = float(re.search(r"17\.0 │ ([0-9.]+) │", out).group(1))
+    assert 0.001 < tbs < 0.1 and abs(shown - tbs) < 0.01 * tbs
 
 
 def test_from_json_missing_file_fails(capsys, tmp_path):
