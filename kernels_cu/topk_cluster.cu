@@ -26,6 +26,8 @@
 
 constexpr int NT = DS_THREADS;
 constexpr int V = DS_VECS;
+// The largest k deepselect_rt/cuda/plan.py sends here (its streaming kernel's largest bucket).
+constexpr int KMAX = 4096;
 static_assert(V * DS_VEC <= 64, "one 64-bit mask per thread marks its elements");
 
 struct Shared {
@@ -236,7 +238,7 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS, 1) DS_ENTRY(const Param
     if (by_value) {
         cluster_wait();
         cluster_sync();  // the winners have reached CTA 0
-        if (rank == 0) sort_and_write<NT>(p, gathered, m, k, row, xrow, has_nan);
+        if (rank == 0) sort_and_write<NT, KMAX>(p, gathered, m, k, row, xrow, has_nan);
         return;
     }
     __syncthreads();

@@ -11,5 +11,5 @@ __device__ __forceinline__ void finish_row(const Params& p, Shared& sh, u32 m, u
     bool nan_here = false;
     for (u32 i = threadIdx.x; i < m; i += NT) nan_here |= comp_key(sh.buf[i]) == DS_KEY_NAN;
     const bool has_nan = __syncthreads_or(nan_here);
-    sort_and_write<NT>(p, sh.buf, m, k, row, xrow, has_nan);
+    sort_and_write<NT, DS_KMAX>(p, sh.buf, m, k, row, xrow, has_nan);
 }

@@ -4,16 +4,12 @@
 #include "block/bitonic.cuh"
 #include "row/output.cuh"
 
-// buf[0, m) holds the row's m <= k winners and has room up to m rounded up to a power of two.
-// Every thread of the CTA must call it.
-template <int NT>
+// buf[0, m) holds the row's m <= k <= KMAX winners (KMAX a power of two), published by a
+// barrier, and has room up to m rounded up to a power of two. Every thread of the CTA must call it.
+template <int NT, int KMAX>
 __device__ __forceinline__ void sort_and_write(const Params& p, u64* buf, u32 m, u32 k, i64 row, const bits_t* xrow,
                                                bool has_nan) {
-    u32 sorted_n = 1;
-    while (sorted_n < m) sorted_n <<= 1;
-    for (u32 i = m + threadIdx.x; i < sorted_n; i += NT) buf[i] = 0;
-    __syncthreads();
-    bitonic_sort_desc<NT>(buf, sorted_n, p.flags & DS_F_SORTED);
+    bitonic_sort_desc<NT, KMAX>(buf, m, p.flags & DS_F_SORTED);
 
     if (has_nan && p.nan_flags && threadIdx.x == 0) p.nan_flags[row] = 1;
     const RowOut out = row_out(p, row, xrow, has_nan);
