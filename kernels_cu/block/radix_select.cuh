@@ -44,11 +44,14 @@ __device__ __forceinline__ void warp_hist_add(u32* hist, u32 bin, bool active) {
     if ((threadIdx.x & 31) == __ffs(peers) - 1) atomicAdd(&hist[bin], (u32)__popc(peers));
 }
 
-// The digits found so far: the elements whose bits under `mask` equal `prefix` form the bucket
-// holding the k-th largest, and `remaining` of them belong to the k largest.
+// The digits found so far: the `bucket` elements whose bits under `mask` equal `prefix` hold
+// the k-th largest, and `remaining` of them belong to the k largest.
 struct Digits {
     u64 prefix, mask;
-    u32 remaining;
+    u32 remaining, bucket;
+
+    // Whether keeping the whole bucket keeps at most `slack` more than the k largest.
+    __device__ __forceinline__ bool within(u32 slack) const { return bucket - remaining <= slack; }
 };
 
 // Histograms of one CTA: fill and pick in the same shared array.
@@ -57,15 +60,15 @@ struct CtaHistogram {
     __device__ __forceinline__ void merge(SelectScratch&) { __syncthreads(); }
 };
 
-// Radix select, 8 bits per pass from bit `top` down: fill(hist, shift, digits) adds the
-// elements of the current bucket to hist by their digit at `shift`; Hist gives each pass's
-// histogram and merges it into s.hist (a CTA's own, or a cluster's sum). Stops once keeping
-// the whole bucket keeps at most `slack` more than k (slack = 0: the exact k-th's bucket).
-// Every thread of the CTA must call it; every participant computes the same digits.
+// Radix select, 8 bits per pass, refining d by the digits at shifts top, top - 8, ... down to
+// `bottom`: fill(hist, shift, digits) adds the elements of the current bucket to hist by their
+// digit at `shift`; Hist gives each pass's histogram and merges it into s.hist (a CTA's own, or
+// a cluster's sum). Stops once d.within(slack) (slack = 0: the exact k-th's bucket). Every
+// thread of the CTA must call it; every participant computes the same digits.
 template <int NT, class Fill, class Hist>
-__device__ __forceinline__ Digits radix_digits(int top, u32 k, u32 slack, SelectScratch& s, Hist& hist, Fill fill) {
-    Digits d{0, 0, k};
-    for (int shift = top; shift >= 0; shift -= 8) {
+__device__ __forceinline__ void refine_digits(Digits& d, int top, int bottom, u32 slack, SelectScratch& s, Hist& hist,
+                                              Fill fill) {
+    for (int shift = top; shift >= bottom; shift -= 8) {
         u32* h = hist.local(s);
         for (u32 i = threadIdx.x; i < 256; i += NT) h[i] = 0;
         __syncthreads();
@@ -74,11 +77,47 @@ __device__ __forceinline__ Digits radix_digits(int top, u32 k, u32 slack, Select
         if (threadIdx.x < 32) pick_digit(s, d.remaining);
         __syncthreads();
         d.remaining -= s.above;
+        d.bucket = s.bucket;
         d.prefix |= (u64)s.digit << shift;
         d.mask |= (u64)255 << shift;
-        if (s.bucket - d.remaining <= slack) break;
+        if (d.within(slack)) break;
     }
+}
+
+// The digits of the k-th largest from bit `top` down (see refine_digits).
+template <int NT, class Fill, class Hist>
+__device__ __forceinline__ Digits radix_digits(int top, u32 k, u32 slack, SelectScratch& s, Hist& hist, Fill fill) {
+    Digits d{0, 0, k, 0};
+    refine_digits<NT>(d, top, 0, slack, s, hist, fill);
     return d;
+}
+
+// Most ties at the k-th key that tied_column ranks directly (s.hist holds them).
+constexpr u32 TIE_LIST = 256;
+
+// Of the d.bucket <= TIE_LIST composites comp(0 .. count) sharing the key d.prefix (d.mask
+// covers the key), the low 32 bits (~column) of the one with the d.remaining-th lowest column:
+// the ties are gathered and each counts the lower columns. For bfloat16 the k-th key is shared
+// by tens of elements, and the radix passes over the column bytes cost two to four passes.
+template <int NT, class Comp>
+__device__ u32 tied_column(u32 count, const Digits& d, SelectScratch& s, Comp comp) {
+    static_assert(NT >= TIE_LIST, "one tie a thread");
+    if (threadIdx.x == 0) s.compacted = 0;
+    __syncthreads();
+    for (u32 i = threadIdx.x; i < count; i += NT) {
+        const u64 c = comp(i);
+        if ((c & d.mask) == d.prefix) s.hist[atomicAdd(&s.compacted, 1u)] = (u32)c;
+    }
+    __syncthreads();
+    if (threadIdx.x < d.bucket) {
+        const u32 mine = s.hist[threadIdx.x];
+        u32 lower = 0;  // ties with a lower column (a larger ~column)
+#pragma unroll 4
+        for (u32 j = 0; j < d.bucket; ++j) lower += s.hist[j] > mine;
+        if (lower == d.remaining - 1) s.digit = mine;
+    }
+    __syncthreads();
+    return s.digit;
 }
 
 // Returns a threshold t such that the composites >= t, of comp(0 .. count), are the k largest
@@ -87,13 +126,19 @@ __device__ __forceinline__ Digits radix_digits(int top, u32 k, u32 slack, Select
 template <int NT, class Comp>
 __device__ u64 radix_select(u32 count, u32 k, u32 slack, SelectScratch& s, Comp comp) {
     CtaHistogram cta;
-    return radix_digits<NT>(DS_COMP_BITS - 8, k, slack, s, cta, [&](u32* h, int shift, const Digits& d) {
+    const auto fill = [&](u32* h, int shift, const Digits& d) {
         const u32 padded = (count + 31) & ~31u;  // whole warps for the warp-level adds
         for (u32 i = threadIdx.x; i < padded; i += NT) {
             const u64 c = i < count ? comp(i) : 0;
             warp_hist_add(h, (u32)(c >> shift) & 255, i < count && (c & d.mask) == d.prefix);
         }
-    }).prefix;
+    };
+    Digits d{0, 0, k, 0};
+    refine_digits<NT>(d, DS_COMP_BITS - 8, 32, slack, s, cta, fill);  // the key's digits
+    if (d.within(slack)) return d.prefix;
+    if (d.bucket <= TIE_LIST) return d.prefix | tied_column<NT>(count, d, s, comp);
+    refine_digits<NT>(d, 24, 0, slack, s, cta, fill);  // many ties: the column's digits
+    return d.prefix;
 }
 
 // A threshold for keys held in registers: key(j, valid) gives this thread's j-th key (j < N)
