@@ -8,8 +8,8 @@
 //   2  one slice per CTA, whose k best go to p.workspace (0 for "no element") for
 //      topk_merge.cu, launched next on the same stream (GPUs without clusters).
 //
-// Compile-time parameters: DS_DTYPE, DS_KMAX, DS_THREADS, DS_ENTRY, DS_LOADS, DS_MIN_CTAS,
-// DS_SPLIT.
+// Compile-time parameters: DS_DTYPE, DS_KMAX, DS_THREADS, DS_ENTRY, DS_LOADS, DS_STAGES,
+// DS_MIN_CTAS, DS_SPLIT.
 #ifndef DS_SPLIT
 #define DS_SPLIT 0
 #endif
@@ -25,11 +25,12 @@
 #include "block/cluster.cuh"
 #endif
 
-// The warps' vector queues follow Shared (deepselect_rt/cuda/plan.py stream_smem_bytes: the
-// candidate buffer, _STREAM_SCRATCH_BYTES, then 40 bytes a thread).
+// The warps' vector queues follow Shared, then the ring of blocks (deepselect_rt/cuda/plan.py
+// stream_smem_bytes: the candidate buffer, _STREAM_SCRATCH_BYTES, 40 bytes a thread, the ring).
 constexpr u32 QUEUE_OFFSET = (sizeof(Shared) + 15) / 16 * 16;
+constexpr u32 RING_OFFSET = QUEUE_OFFSET + sizeof(VectorQueue);
 static_assert(QUEUE_OFFSET <= sizeof(u64) * CAP + 1088, "plan.py's _STREAM_SCRATCH_BYTES covers Shared");
-static_assert(sizeof(VectorQueue) == 40 * DS_THREADS, "plan.py's queue bytes");
+static_assert(sizeof(VectorQueue) == 40 * DS_THREADS && RING_OFFSET % 16 == 0, "plan.py's queue bytes");
 
 // Slice `c` of `s` of [lo, hi): whole 16-byte vectors of the row except at its ends, so every
 // slice but the row's own edges starts aligned when the row does.
@@ -44,6 +45,7 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS, DS_MIN_CTAS) DS_ENTRY(c
     extern __shared__ __align__(16) unsigned char smem_raw[];
     Shared& sh = *reinterpret_cast<Shared*>(smem_raw);
     VectorQueue& vq = *reinterpret_cast<VectorQueue*>(smem_raw + QUEUE_OFFSET);
+    VectorRing& ring = *reinterpret_cast<VectorRing*>(smem_raw + RING_OFFSET);
     const u32 split = DS_SPLIT ? (u32)p.split : 1;
     const i64 row = blockIdx.x / split;
     const u32 slice = blockIdx.x % split;
@@ -58,7 +60,7 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS, DS_MIN_CTAS) DS_ENTRY(c
     StepCounter cnt;
     cnt.init(sh.steps);
     u64 thr = 0;
-    stream_range(sh, vq, cnt, xrow, (u32)lo, (u32)(hi - lo), k, thr);
+    stream_range(sh, vq, ring, cnt, xrow, (u32)lo, (u32)(hi - lo), k, thr);
 
 #if DS_SPLIT == 0
     finish_row(p, sh, cnt.base, k, thr, row, xrow);

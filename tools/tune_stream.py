@@ -1,5 +1,6 @@
-"""Times the streaming kernel under several (threads, loads in flight, CTAs per SM) choices, to
-pick the variants' tuning (deepselect_rt/cuda/variants.py). GPU only; prints a table."""
+"""Times the streaming kernel under several (threads, vectors a thread per block, CTAs per SM,
+ring stages) choices, to pick the variants' tuning (deepselect_rt/cuda/variants.py). GPU only;
+prints a table. ``python tools/tune_stream.py [t,l,m,s ...]`` times the given choices."""
 
 import sys
 from pathlib import Path
@@ -12,17 +13,18 @@ import deepselect_rt  # noqa: E402
 from deepselect_rt import bench  # noqa: E402
 from deepselect_rt.cuda import backend, variants  # noqa: E402
 
-CONFIGS = [(256, 2, 3), (512, 1, 2), (256, 1, 2), (256, 2, 2), (512, 2, 2)]
-SHAPES = [("bfloat16", 4096, 1 << 20, 512), ("bfloat16", 512, 131072, 2048), ("float32", 4096, 129280, 512),
-          ("bfloat16", 1, 131072, 512)]
+CONFIGS = [tuple(int(v) for v in a.split(",")) for a in sys.argv[1:]] or [
+    (256, 2, 3, 3), (256, 2, 3, 2), (256, 1, 3, 8), (512, 1, 2, 4)]
+SHAPES = [("bfloat16", 4096, 1 << 20, 512), ("bfloat16", 4096, 131072, 512), ("bfloat16", 4096, 131072, 2048),
+          ("bfloat16", 512, 131072, 2048), ("float32", 4096, 129280, 512), ("bfloat16", 1024, 1 << 20, 2048), ("bfloat16", 256, 65536, 512)]
 
 flush = torch.empty(bench.FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
 rows_out = []
-for threads, loads, min_ctas in CONFIGS:
-    variants.STREAM_TUNING = {kmax: (threads, loads, min_ctas) for kmax in variants.STREAM_KMAX}
-    variants.FEW_ROWS_TUNING = (threads, loads, min_ctas)
+for config in CONFIGS:
+    variants.STREAM_TUNING = {kmax: config for kmax in variants.STREAM_KMAX}
+    variants.FEW_ROWS_TUNING = config
     backend.forget_plans()
-    line = [f"t{threads} l{loads} m{min_ctas}"]
+    line = ["t{} l{} m{} s{}".format(*config)]
     for dtype, rows, width, k in SHAPES:
         x = torch.randn(rows, width, device="cuda").to(getattr(torch, dtype))
         fn = lambda: deepselect_rt.topk(x, k, indices_type="int32", return_value=False, nan_policy="sentinel")  # noqa: E731

@@ -127,7 +127,7 @@ def _prepare(device: int, dtype: str, k: int, few_rows: bool, split: int, how: s
             how = SPLIT_CLUSTER
         else:
             split //= 2
-    merge = _load(device, plan.merge, plan.smem) if plan.merge else None
+    merge = _load(device, plan.merge, plan.merge_smem) if plan.merge else None
     return _Ready(plan, kernel, merge)
 
 
@@ -138,7 +138,7 @@ def _launch(req: TopkRequest, ready: _Ready, nan_flags_ptr: int = 0):
         ws = workspace(req.x, 8 * req.rows * plan.split * req.k, req.stream)
         params = launch.pack(req, nan_flags_ptr, plan.split, ws.view.ptr)
         launch.launch(ready.kernel, req.rows * plan.split, plan.threads, plan.smem, req.stream, params)
-        launch.launch(ready.merge, req.rows, plan.threads, plan.smem, req.stream, params)
+        launch.launch(ready.merge, req.rows, plan.threads, plan.merge_smem, req.stream, params)
         return None
     device, kernel, grid = req.x.device_id, ready.kernel, req.rows * plan.split
     cluster = plan.split if plan.how in (SPLIT_CLUSTER, SPLIT_RADIX) else 1

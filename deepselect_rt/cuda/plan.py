@@ -53,14 +53,19 @@ class Plan:
     split: int = 1  # CTAs per row
     how: str = ""   # SPLIT_CLUSTER or SPLIT_WORKSPACE when split > 1
     merge: Variant | None = None  # the second launch of SPLIT_WORKSPACE
+    merge_smem: int = 0             # its dynamic shared memory, bytes
 
 
 def stream_smem_bytes(variant: Variant) -> int:
-    """Shared memory of topk_stream.cu / topk_merge.cu: a buffer of 2 * kmax composites (8 bytes
-    each) plus one block (threads x loads x 16-byte vectors), the select scratch, and the warps'
-    vector queues (64 vectors and their indices a warp: 40 bytes a thread)."""
-    block = variant.threads * dict(variant.extra)["DS_LOADS"] * (16 // ITEMSIZE[variant.dtype])
-    return 8 * (2 * variant.kmax + block) + _STREAM_SCRATCH_BYTES + _QUEUE_BYTES_PER_THREAD * variant.threads
+    """Shared memory of topk_stream.cu / topk_merge.cu: a buffer of 2 * kmax - 64 composites (8
+    bytes each) plus one block (threads x loads 16-byte vectors), the select scratch, the warps' vector
+    queues (64 vectors and their indices a warp: 40 bytes a thread) and the ring of ``stages``
+    blocks that loads ahead (kernels_cu/row/vector_ring.cuh; none for topk_merge.cu)."""
+    extra = dict(variant.extra)
+    vectors = variant.threads * extra["DS_LOADS"]
+    ring = 16 * vectors * extra.get("DS_STAGES", 0)
+    return (8 * (2 * variant.kmax - 64 + vectors * (16 // ITEMSIZE[variant.dtype])) + _STREAM_SCRATCH_BYTES
+            + _QUEUE_BYTES_PER_THREAD * variant.threads + ring)
 
 
 def split_factor(rows: int, width: int, k: int, sm_count: int) -> int:
@@ -156,8 +161,9 @@ def make_plan(dtype: str, k: int, few_rows: bool, limits: DeviceLimits, split: i
         how = how or (SPLIT_CLUSTER if limits.clusters else SPLIT_WORKSPACE)
         v = stream_variant(dtype, kmax, split=how)
         smem = stream_smem_bytes(v)
+        merge = merge_variant(dtype, kmax) if how == SPLIT_WORKSPACE else None
         if smem <= limits.max_smem_per_block:
-            return Plan(v, v.threads, smem, split, how, merge_variant(dtype, kmax) if how == SPLIT_WORKSPACE else None)
+            return Plan(v, v.threads, smem, split, how, merge, stream_smem_bytes(merge) if merge else 0)
     for v in {stream_variant(dtype, kmax, few_rows): None, stream_variant(dtype, kmax): None}:
         smem = stream_smem_bytes(v)
         if smem <= limits.max_smem_per_block:

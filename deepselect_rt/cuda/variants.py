@@ -70,16 +70,18 @@ PROBE = Variant("probe")
 
 # k buckets of the streaming kernel: each variant sizes its shared buffer for its bucket's top.
 STREAM_KMAX = (256, 512, 1024, 2048, 4096)
-# (threads, 16-byte loads in flight per thread, CTAs per SM for the register budget) by k bucket,
-# from tools/tune_stream.py on the H200 (docs/benchmarks.md). For batches of at least one row
-# per SM, 256 x 2 with three CTAs per SM is fastest for k <= 1024 (4096 x 1M bf16, k = 512:
-# 2.69 ms vs 2.76 ms for 512 x 2); for k = 2048, 512 x 1 (512 x 128K: 198 us vs 211 us for
-# 256 x 2). k = 4096 takes 256 x 1 so that its buffer and vector queues (91 KiB) fit GPUs with
-# 99 KiB of shared memory per CTA.
-STREAM_TUNING = {256: (256, 2, 3), 512: (256, 2, 3), 1024: (256, 2, 3), 2048: (512, 1, 2), 4096: (256, 1, 2)}
+# (threads, 16-byte vectors per thread in a block, CTAs per SM for the register budget, blocks in
+# the shared-memory ring that loads ahead) by k bucket, from tools/tune_stream.py on the H200
+# (docs/benchmarks.md). 256 x 2 with a 3-block ring fits three CTAs per SM up to k = 512 (4096 x
+# 1M bf16, k = 512: 2.22 ms, against 2.50 ms with a 2-block ring and 2.59 ms for 256 x 1 with 8
+# blocks); k = 1024 and 2048 keep the 2-block ring (4096 x 128K bf16, k = 1024: 761 us against
+# 981 us for a 3-block ring at two CTAs per SM). k = 4096 keeps its buffer, queues and ring within
+# GPUs of 99 KiB of shared memory per CTA.
+STREAM_TUNING = {256: (256, 2, 3, 3), 512: (256, 2, 3, 3), 1024: (256, 2, 3, 2), 2048: (256, 2, 3, 2),
+                 4096: (256, 1, 2, 2)}
 # Fewer rows than SMs: one CTA's own bandwidth bounds the time, and 512 threads read a row
-# faster (1 x 128K bf16, k = 512: 72 us vs 104 us).
-FEW_ROWS_TUNING = (512, 2, 2)
+# faster (1 x 128K bf16, k = 512: 72 us vs 104 us); the ring's depth changed little there.
+FEW_ROWS_TUNING = (512, 2, 2, 2)
 LARGE_THREADS = 512
 
 # How a split row's slices meet (kernels_cu/topk_stream.cu, DS_SPLIT): in a thread-block
@@ -108,8 +110,8 @@ def stream_variant(dtype: str, kmax: int, few_rows: bool = False, split: str = "
     batches of fewer rows than SMs when ``few_rows`` or ``split`` (SPLIT_CLUSTER or
     SPLIT_WORKSPACE: each CTA streams one slice of a row)."""
     few_rows = few_rows or bool(split)
-    threads, loads, min_ctas = FEW_ROWS_TUNING if few_rows else STREAM_TUNING[kmax]
-    extra = (("DS_LOADS", loads), ("DS_MIN_CTAS", min_ctas))
+    threads, loads, min_ctas, stages = FEW_ROWS_TUNING if few_rows else STREAM_TUNING[kmax]
+    extra = (("DS_LOADS", loads), ("DS_MIN_CTAS", min_ctas), ("DS_STAGES", stages))
     if split:
         extra += (("DS_SPLIT", _SPLIT_CODE[split]),)
     return Variant("topk_stream", dtype, kmax, threads, extra, 90 if split == SPLIT_CLUSTER else 0)
@@ -118,7 +120,7 @@ def stream_variant(dtype: str, kmax: int, few_rows: bool = False, split: str = "
 def merge_variant(dtype: str, kmax: int) -> Variant:
     """The second launch of a SPLIT_WORKSPACE row (kernels_cu/topk_merge.cu); its candidate
     buffer matches the split variant's."""
-    threads, loads, _ = FEW_ROWS_TUNING
+    threads, loads, _, _ = FEW_ROWS_TUNING
     return Variant("topk_merge", dtype, kmax, threads, (("DS_LOADS", loads),))
 
 

@@ -14,12 +14,14 @@
 
 constexpr int NT = DS_THREADS;
 constexpr int BLOCK = NT * DS_VEC * DS_LOADS;  // elements of one block, appended at most per step
-// Candidate buffer entries: k kept after a select, at least DS_KMAX free before the next one,
-// and room for a whole block (deepselect_rt/cuda/plan.py mirrors this size). A larger buffer
+// Candidate buffer entries: k (plus the select's slack) kept after a select, room for most of
+// DS_KMAX more before the next one, and for a whole block (deepselect_rt/cuda/plan.py mirrors
+// this size). 64 entries short of 2 x DS_KMAX so that 256 threads with a 3-block ring of 2
+// vectors a thread fit three CTAs in an H200 SM (228 KiB, 1 KiB of it per CTA). A larger buffer
 // measured slower on the H200: 4096 more entries cost 13% at 4096 x 1M, k = 512 (fewer CTAs per
 // SM), and 4x or 8x the room for few rows gained at most 2 us at k = 512 and lost up to 50% at
 // k = 2048 (docs/benchmarks.md).
-constexpr int CAP = 2 * DS_KMAX + BLOCK;
+constexpr int CAP = 2 * DS_KMAX - 64 + BLOCK;
 
 struct Shared {
     u64 buf[CAP];

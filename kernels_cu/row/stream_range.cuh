@@ -1,7 +1,8 @@
 // Streaming a column range of a row through the threshold filter into the candidate buffer.
 //
 // The range is read once in blocks of DS_LOADS x DS_THREADS 16-byte vectors, visited in a fixed
-// pseudo-random order (so no data order makes it slow). Each element is tested against the
+// pseudo-random order (so no data order makes it slow), DS_STAGES - 1 blocks ahead through a
+// ring in shared memory (row/vector_ring.cuh). Each element is tested against the
 // running threshold T (a composite: key, then lower column): a vector whose packed maximum
 // may reach T is queued (row/vector_queue.cuh), and the queue's vectors, 32 at a time, have
 // each element tested; survivors are appended to the buffer, and a radix select raises T
@@ -10,6 +11,7 @@
 #include "row/candidates.cuh"
 #include "row/vector_filter.cuh"
 #include "row/vector_queue.cuh"
+#include "row/vector_ring.cuh"
 
 // A stride in [1, n) coprime with n (n > 1) that spreads consecutive visits across the range.
 __device__ __forceinline__ u32 visit_stride(u32 n) {
@@ -19,14 +21,6 @@ __device__ __forceinline__ u32 visit_stride(u32 n) {
         while (b) { u32 t = a % b; a = b; b = t; }
         if (a == 1) return s % n;
         s += 2;
-    }
-}
-
-__device__ __forceinline__ void load_block(Vec (&v)[DS_LOADS], const uint4* vrow, u32 v0, u32 nvec) {
-#pragma unroll
-    for (int u = 0; u < DS_LOADS; ++u) {
-        const u32 vi = v0 + u * NT + threadIdx.x;
-        if (vi < nvec) v[u].v = __ldcs(vrow + vi);
     }
 }
 
@@ -54,8 +48,8 @@ __device__ __forceinline__ u64 sampled_threshold(Shared& sh, const uint4* vrow, 
 
 // Filters columns [lo, lo + n) of xrow into sh.buf (counted by cnt, which starts empty);
 // on return T (thr) is a valid lower bound of the range's k-th best.
-__device__ __forceinline__ void stream_range(Shared& sh, VectorQueue& vq, StepCounter& cnt, const bits_t* xrow,
-                                             u32 lo, u32 n, u32 k, u64& thr) {
+__device__ __forceinline__ void stream_range(Shared& sh, VectorQueue& vq, VectorRing& ring, StepCounter& cnt,
+                                             const bits_t* xrow, u32 lo, u32 n, u32 k, u64& thr) {
     // Split [lo, lo + n) into an unaligned head, 16-byte vectors, and a tail.
     const u32 mis = (u32)(((u64)(xrow + lo) & 15) / DS_ELEM_BYTES);
     const u32 head = mis ? min(n, (u32)DS_VEC - mis) : 0;
@@ -67,10 +61,6 @@ __device__ __forceinline__ void stream_range(Shared& sh, VectorQueue& vq, StepCo
     const u32 nblocks = (nvec + per_block - 1) / per_block;
     const u32 stride = nblocks > 1 ? visit_stride(nblocks) : 0;
     float floor;
-    // Blocks alternate between two register sets, so the next block's loads are in flight while
-    // this one is filtered, with no copy between the sets (a copy made the compiler wait for the
-    // loads right where they were issued).
-    Vec a[DS_LOADS], b[DS_LOADS];
     const auto advance = [&](u32 blk) { return blk + stride >= nblocks ? blk + stride - nblocks : blk + stride; };
     WarpQueue q;
     q.init(vq);
@@ -97,9 +87,20 @@ __device__ __forceinline__ void stream_range(Shared& sh, VectorQueue& vq, StepCo
         maybe_select(sh, cnt, k, thr, floor);
     };
 
+    // The first DS_STAGES - 1 blocks of a pass start loading; returns the next block to fetch.
+    const auto start = [&] {
+        u32 blk = 0;
+        for (u32 s = 0; s + 1 < DS_STAGES; ++s) {
+            ring.fetch(s, vrow, s < nblocks ? blk : nblocks, per_block, nvec);
+            blk = advance(blk);
+        }
+        return blk;
+    };
+
     // A pass from T = seed: valid when the buffer ends with at least k entries (every element
     // at or above the seed was kept, and a select only ever keeps k or more), else the range
     // holds fewer than k elements at or above the estimate and is streamed again from 0.
+    u32 ahead = start();  // the first blocks load while the sample is selected
     const u64 estimate = sampled_threshold(sh, vrow, nvec, n, k);
     for (u64 seed = estimate;; seed = 0) {
         cnt.base = 0;
@@ -121,28 +122,28 @@ __device__ __forceinline__ void stream_range(Shared& sh, VectorQueue& vq, StepCo
             cnt.finish();
         }
         u32 blk = 0;
-        if (nblocks) load_block(a, vrow, 0, nvec);
-        for (u32 j = 0; j < nblocks; j += 2) {
-            const u32 blk_b = advance(blk);
-            if (j + 1 < nblocks) load_block(b, vrow, blk_b * per_block, nvec);
+        for (u32 j = 0; j < nblocks; ++j) {
+            Vec v[DS_LOADS];
+            ring.take(v, j % DS_STAGES);
+            // The stage read last step is free again (its vectors were filtered from registers).
+            ring.fetch((j + DS_STAGES - 1) % DS_STAGES, vrow, j + DS_STAGES - 1 < nblocks ? ahead : nblocks,
+                       per_block, nvec);
+            ahead = advance(ahead);
             if (j == 0 && !seed && min(per_block, nvec) * DS_VEC >= k) {
-                // Seed T from the first block's keys while the second block loads: appending the
-                // whole first block at T = 0 and selecting from it measured as a third of a short
-                // row's time. Any subset's k-th best is a valid lower bound of the row's.
+                // Seed T from the first block's keys: appending the whole first block at T = 0
+                // and selecting from it measured as a third of a short row's time. Any subset's
+                // k-th best is a valid lower bound of the row's.
                 const auto key = [&](int i, bool& valid) {
                     valid = (u32)(i / DS_VEC) * NT + threadIdx.x < nvec;
-                    return key_of(a[i / DS_VEC].b[i % DS_VEC]);
+                    return key_of(v[i / DS_VEC].b[i % DS_VEC]);
                 };
                 thr = key_threshold<NT, DS_LOADS * DS_VEC>(key, k, STREAM_SLACK, sh.sel);
                 floor = threshold_floor(thr);
             }
-            process(a, blk);
-            if (j + 1 == nblocks) break;
-            const u32 blk_a = advance(blk_b);
-            if (j + 2 < nblocks) load_block(a, vrow, blk_a * per_block, nvec);
-            process(b, blk_b);
-            blk = blk_a;
+            process(v, blk);
+            blk = advance(blk);
         }
+        ring.drain();
         // The queues' rest, as one more step.
         cnt.prepare();
         if (q.count) q.pop(q.count, test);
@@ -150,5 +151,6 @@ __device__ __forceinline__ void stream_range(Shared& sh, VectorQueue& vq, StepCo
         cnt.finish();
         maybe_select(sh, cnt, k, thr, floor);
         if (!seed || cnt.base >= k) break;
+        ahead = start();
     }
 }
