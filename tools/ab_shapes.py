@@ -1,0 +1,86 @@
+"""Times a fixed set of top-k shapes (issue 4's batches, issue 5's few rows under graph replay)
+with the deepselect_rt of a given source tree, so that two trees can be compared in one session:
+
+    git archive BASE deepselect_rt kernels_cu | tar -x -C /tmp/base
+    python tools/ab_shapes.py --tree /tmp/base --json base.json
+    python tools/ab_shapes.py --json new.json --against base.json
+
+bf16 unless said, int32 indices, no values, nan_policy="sentinel"; CUDA events with a cold L2
+(median of 15), or CUDA-graph replay (median of 50) for the few-row shapes. The trees can share
+a kernel cache: its keys hash the kernel sources. GPU only; prints a table."""
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+parser.add_argument("--tree", type=Path, default=Path(__file__).resolve().parents[1],
+                    help="source tree whose deepselect_rt to time (default: this checkout)")
+parser.add_argument("--only", default="", help="time only shapes whose name starts with this")
+parser.add_argument("--json", type=Path, help="write {shape: us} here")
+parser.add_argument("--against", type=Path, help="a JSON of an earlier run to compare with")
+args = parser.parse_args()
+sys.path.insert(0, str(args.tree.resolve()))
+
+import torch  # noqa: E402
+from rich.console import Console  # noqa: E402
+from rich.table import Table  # noqa: E402
+
+import deepselect_rt  # noqa: E402
+from deepselect_rt import bench  # noqa: E402
+
+B, F = "bfloat16", "float32"
+# (rows, width, k, dtype, sorted, graph)
+SHAPES = [(4096, 131072, 512, B, False, False), (4096, 131072, 1024, B, False, False),
+          (4096, 131072, 2048, B, False, False), (4096, 131072, 2048, B, True, False),
+          (1024, 1 << 20, 512, B, False, False), (1024, 1 << 20, 2048, B, False, False),
+          (256, 65536, 512, B, False, False), (256, 65536, 2048, B, False, False),
+          (512, 131072, 2048, B, False, False), (4096, 129280, 512, F, False, False),
+          (4096, 129280, 512, F, True, False), (4096, 129280, 4096, F, False, False),
+          (1, 131072, 512, B, False, True), (1, 1 << 20, 2048, B, False, True),
+          (8, 131072, 2048, B, False, True), (8, 1 << 20, 2048, B, False, True),
+          (1, 129280, 512, F, False, True), (1, 129280, 512, F, True, True)]
+
+
+def name(rows, width, k, dtype, by_value, graph):
+    return f"{dtype} {rows}x{width} k={k}" + (" sorted" if by_value else "") + (" graph" if graph else "")
+
+
+flush = torch.empty(bench.FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
+before = json.loads(args.against.read_text()) if args.against else {}
+times = {}
+console = Console()
+with console.status("timing") as status:
+    for rows, width, k, dtype, by_value, graph in SHAPES:
+        label = name(rows, width, k, dtype, by_value, graph)
+        if not label.split(" ", 1)[1].startswith(args.only):
+            continue
+        status.update(label)
+        x = torch.randn(rows, width, device="cuda").to(getattr(torch, dtype))
+
+        def fn():
+            return deepselect_rt.topk(x, k, sorted=by_value, indices_type="int32", return_value=False,
+                                      nan_policy="sentinel")
+
+        times[label] = bench._time_graph(torch, fn, flush, 50) if graph else bench._time(torch, fn, flush, 15)
+
+table = Table(title=f"GPU us, deepselect_rt of {args.tree}")
+table.add_column("shape")
+table.add_column("us", justify="right")
+if before:
+    table.add_column(f"{args.against.name} us", justify="right")
+    table.add_column("speedup", justify="right")
+def fmt(us):
+    return "-" if us is None else f"{us:.1f}"
+
+
+for label, us in times.items():
+    old = before.get(label)
+    cells = [label, fmt(us)]
+    if before:
+        cells += [fmt(old), f"{old / us:.2f}x" if old and us else "-"]
+    table.add_row(*cells)
+console.print(table)
+if args.json:
+    args.json.write_text(json.dumps(times, indent=1))
