@@ -31,6 +31,7 @@ constexpr u32 QUEUE_OFFSET = (sizeof(Shared) + 15) / 16 * 16;
 constexpr u32 RING_OFFSET = QUEUE_OFFSET + sizeof(VectorQueue);
 static_assert(QUEUE_OFFSET <= sizeof(u64) * CAP + 1088, "plan.py's _STREAM_SCRATCH_BYTES covers Shared");
 static_assert(sizeof(VectorQueue) == 40 * DS_THREADS && RING_OFFSET % 16 == 0, "plan.py's queue bytes");
+static_assert(sizeof(VectorRing) == 16 * DS_STAGES * DS_LOADS * DS_THREADS, "plan.py's ring bytes");
 
 // Slice `c` of `s` of [lo, hi): whole 16-byte vectors of the row except at its ends, so every
 // slice but the row's own edges starts aligned when the row does.
