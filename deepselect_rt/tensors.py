@@ -83,7 +83,7 @@ def view_of(obj, *, name: str = "input", stream: int | None = None, takes: str =
     stream ``current_stream`` gives for this view". torch and NumPy ignore it (torch's pending
     work is on its current stream, which ``current_stream`` returns).
 
-    Raises TypeError naming ``name`` for other objects and for dtypes outside
+    Raises TypeError naming ``name`` for other objects, NumPy masked arrays, and dtypes outside
     ``ACCEPTED_DTYPES`` (saying it ``takes`` those dtypes); ValueError for NumPy strides that are
     not whole elements.
     """
@@ -219,6 +219,9 @@ def _torch_view(t, name: str, takes: str = VALUE_DTYPES_TEXT) -> TensorView:
 
 
 def _numpy_view(a: np.ndarray, name: str, takes: str = VALUE_DTYPES_TEXT) -> TensorView:
+    if isinstance(a, np.ma.MaskedArray):
+        raise TypeError(f"{name} is a NumPy masked array, whose mask top-k would ignore; pass "
+                        "numpy.ma.filled(a, -numpy.inf) to leave masked elements out, or a.data")
     dtype = _dtype_name(a.dtype) if a.dtype.isnative else None
     if dtype is None:
         raise _dtype_error(name, a.dtype, takes)

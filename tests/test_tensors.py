@@ -89,6 +89,13 @@ def test_numpy_readonly_and_misaligned_strides():
         view_of(odd)
 
 
+def test_numpy_masked_array_is_refused():
+    # Its mask would be silently ignored: the masked values could be selected.
+    a = np.ma.masked_array(np.arange(8, dtype=np.float32), mask=np.arange(8) > 5)
+    with pytest.raises(TypeError, match="input is a NumPy masked array.*filled"):
+        view_of(a)
+
+
 # --- torch -----------------------------------------------------------------------------------
 
 @pytest.fixture
