@@ -23,6 +23,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from .dtypes import INDEX_DTYPES, INPUT_DTYPES, ITEMSIZE
+from .errors import BackendUnavailableError
 
 INDEXER_ROWS = (1, 6, 64, 256, 512, 4096)
 INDEXER_WIDTHS = (16384, 65536, 131072, 262144, 1048576)
@@ -42,6 +43,24 @@ HOST_CALLS = 10_000
 OURS = "deepselect-rt"
 TORCH = "torch.topk"
 JAX = "jax.lax.top_k"
+
+
+def require_gpu(who: str, without: str = "") -> None:
+    """Raises BackendUnavailableError, naming ``who`` (the command or tool) and ending with
+    ``without`` (what works without a GPU, if anything), unless a CUDA GPU and torch with CUDA
+    are there: timing uses torch's CUDA events, and torch.topk is the reference peer."""
+    from .cuda import module
+
+    devices, why_not = module.probe()
+    if not devices:
+        raise BackendUnavailableError(f"{who} needs an NVIDIA GPU, and none is usable here "
+                                      f"({why_not or 'no CUDA device visible'}).{without}")
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is None or not torch.cuda.is_available():
+        raise BackendUnavailableError(f"{who} times with torch's CUDA events: install torch with CUDA")
 
 
 @dataclass(frozen=True)

@@ -101,25 +101,6 @@ def _check_outputs(args) -> None:
                              f"{', '.join('.' + f for f in sorted(formats))}")
 
 
-def _need_gpu() -> None:
-    """Raises BackendUnavailableError unless a CUDA GPU and torch with CUDA are there."""
-    from .cuda import module
-
-    devices, why_not = module.probe()
-    if not devices:
-        raise BackendUnavailableError(
-            f"deepselect-rt bench needs an NVIDIA GPU, and none is usable here "
-            f"({why_not or 'no CUDA device visible'}). `deepselect-rt bench --from-json FILE "
-            f"[--plot FILE.png]` shows a saved run without one.")
-    try:
-        import torch
-    except ImportError:
-        torch = None
-    if torch is None or not torch.cuda.is_available():
-        raise BackendUnavailableError("deepselect-rt bench times with torch's CUDA events and runs "
-                                      "torch.topk as the reference peer: install torch with CUDA")
-
-
 def _tbs(tbs: float) -> str:
     """Three significant digits: the few-row shapes move kilobytes, 0.00 TB/s at two decimals."""
     return f"{tbs:.3g}"
@@ -143,7 +124,8 @@ def _bench(args, out, err) -> int:
 
     cases = _cases(args)
     _check_outputs(args)
-    _need_gpu()
+    bench.require_gpu("deepselect-rt bench", " `deepselect-rt bench --from-json FILE [--plot FILE.png]` "
+                      "shows a saved run without one.")
     return _run(args, cases, out, err)
 
 

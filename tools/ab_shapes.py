@@ -14,7 +14,7 @@ import json
 import sys
 from pathlib import Path
 
-parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 parser.add_argument("--tree", type=Path, default=Path(__file__).resolve().parents[1],
                     help="source tree whose deepselect_rt to time (default: this checkout)")
 parser.add_argument("--only", default="", help="time only shapes whose name starts with this")
@@ -23,9 +23,16 @@ parser.add_argument("--against", type=Path, help="a JSON of an earlier run to co
 args = parser.parse_args()
 sys.path.insert(0, str(args.tree.resolve()))
 
-import torch  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
+
+# Checked with torch alone: an older tree's deepselect_rt may lack bench.require_gpu.
+try:
+    import torch  # noqa: E402
+except ImportError:
+    torch = None
+if torch is None or not torch.cuda.is_available():
+    sys.exit("tools/ab_shapes.py needs an NVIDIA GPU and torch with CUDA (it times with CUDA events)")
 
 import deepselect_rt  # noqa: E402
 from deepselect_rt import bench  # noqa: E402

@@ -1,22 +1,41 @@
 """Times the streaming kernel under several (threads, vectors a thread per block, CTAs per SM,
-ring stages) choices, to pick the variants' tuning (deepselect_rt/cuda/variants.py). GPU only;
-prints a table. ``python tools/tune_stream.py [t,l,m,s ...]`` times the given choices."""
+ring stages) choices, to pick the variants' tuning (deepselect_rt/cuda/variants.py): every k
+bucket and the few-rows tuning take each choice in turn. CUDA events, cold L2, int32 indices, no
+values. GPU only; prints a table."""
 
+import argparse
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import torch  # noqa: E402
-
 import deepselect_rt  # noqa: E402
 from deepselect_rt import bench  # noqa: E402
 from deepselect_rt.cuda import backend, variants  # noqa: E402
+from deepselect_rt.errors import BackendUnavailableError  # noqa: E402
 
-CONFIGS = [tuple(int(v) for v in a.split(",")) for a in sys.argv[1:]] or [
-    (256, 2, 3, 3), (256, 2, 3, 2), (256, 1, 3, 8), (512, 1, 2, 4)]
+DEFAULT = [(256, 2, 3, 3), (256, 2, 3, 2), (256, 1, 3, 8), (512, 1, 2, 4)]
 SHAPES = [("bfloat16", 4096, 1 << 20, 512), ("bfloat16", 4096, 131072, 512), ("bfloat16", 4096, 131072, 2048),
-          ("bfloat16", 512, 131072, 2048), ("float32", 4096, 129280, 512), ("bfloat16", 1024, 1 << 20, 2048), ("bfloat16", 256, 65536, 512)]
+          ("bfloat16", 512, 131072, 2048), ("float32", 4096, 129280, 512), ("bfloat16", 1024, 1 << 20, 2048),
+          ("bfloat16", 256, 65536, 512)]
+
+
+def config(text: str) -> tuple[int, int, int, int]:
+    parts = text.split(",")
+    if len(parts) != 4 or not all(p.isdigit() and int(p) > 0 for p in parts):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected threads,loads,ctas,stages (four positive integers)")
+    return tuple(int(p) for p in parts)
+
+
+parser = argparse.ArgumentParser(description=__doc__)
+parser.add_argument("configs", nargs="*", type=config, metavar="threads,loads,ctas,stages",
+                    help=f"choices to time (default: {' '.join(','.join(map(str, c)) for c in DEFAULT)})")
+CONFIGS = parser.parse_args().configs or DEFAULT
+try:
+    bench.require_gpu("tools/tune_stream.py")
+except BackendUnavailableError as exc:
+    sys.exit(str(exc))
+import torch  # noqa: E402
 
 flush = torch.empty(bench.FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
 rows_out = []
