@@ -62,9 +62,11 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS, DS_MIN_CTAS) DS_ENTRY(c
     cnt.init(sh.steps);
     u64 thr = 0;
     stream_range(sh, vq, ring, cnt, xrow, (u32)lo, (u32)(hi - lo), k, thr);
+    // The queues and the ring are free now: the finish counts the winners' columns there.
+    const ColumnBitmap bm = column_bitmap<NT>(smem_raw + QUEUE_OFFSET, sizeof(VectorQueue) + sizeof(VectorRing));
 
 #if DS_SPLIT == 0
-    finish_row(p, sh, cnt.base, k, thr, row, xrow);
+    finish_row(p, sh, cnt.base, k, thr, row, xrow, (u32)lo, (u32)(hi - lo), bm);
 #elif DS_SPLIT == 1
     // Each CTA keeps its slice's k best, padded with 0 ("no element") to k entries; CTA 0 then
     // merges the others' in one pass (the global k best are among them, and composites are
@@ -79,7 +81,10 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS, DS_MIN_CTAS) DS_ENTRY(c
                          [&](u32 i) { return cluster_load_u64(cluster_map(sh.buf + i % k, 1 + i / k)); });
     }
     cluster_sync();  // the others' buffers stay alive until CTA 0 has read them
-    if (slice == 0) finish_row(p, sh, cnt.base, k, thr, row, xrow);
+    if (slice == 0) {
+        row_range(p, row, lo, hi);  // the whole row's columns
+        finish_row(p, sh, cnt.base, k, thr, row, xrow, (u32)lo, (u32)(hi - lo), bm);
+    }
 #else
     const u32 m = select_exact(sh, cnt.base, k, thr);
     u64* out = (u64*)p.workspace + (u64)blockIdx.x * k;

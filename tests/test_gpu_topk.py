@@ -12,6 +12,7 @@ import pytest
 
 import deepselect_rt
 from deepselect_rt import distributions
+from deepselect_rt.cuda import variants
 from gpu_helpers import (DTYPES, NaNInputError, assert_same, bits, check, random_ranges, to_device, to_host,
                          torch_cuda)
 
@@ -56,6 +57,30 @@ def test_shape_grid(rows, width, k):
 def test_widths_bf16(width, k):
     x = distributions.make("normal", 3, width, "bfloat16", seed=width)
     check(x, k, indices_type="int32", return_value=False, nan_policy="sentinel")
+
+
+def _bitmap_columns(threads: int, loads: int, stages: int) -> int:
+    """Columns the finish's bitmap holds (kernels_cu/row/column_output.cuh): the queues' 40 bytes
+    a thread and the ring, less 4 bytes a thread of counts."""
+    return (40 + 16 * loads * stages - 4) * threads * 8
+
+
+@pytest.mark.parametrize("kmax", sorted(variants.STREAM_TUNING))
+@pytest.mark.parametrize("flags", [dict(sorted=False), dict(sorted_index=True)], ids=["unsorted", "sorted_index"])
+def test_column_bitmap_edges(kmax, flags):
+    """Rows whose range just fits the column bitmap, just does not, and fits from a begin > 0:
+    the finish writes by column through the bitmap or falls back to the sort."""
+    threads, loads, _, stages = variants.STREAM_TUNING[kmax]
+    cap = _bitmap_columns(threads, loads, stages)
+    rows = 133  # more rows than the H200's SMs: the batch tuning
+    x = distributions.make("normal", rows, cap + 9, "float32", seed=kmax)
+    begin = np.full(rows, 9, np.int32)
+    end = np.full(rows, cap + 9, np.int32)
+    begin[: rows // 3], end[: rows // 3] = 0, cap
+    end[rows // 3 : 2 * rows // 3] = cap + 1
+    begin[rows // 3 : 2 * rows // 3] = 0
+    k = kmax - 3
+    check(x, k, begin=begin, end=end, indices_type="int32", **flags)
 
 
 @pytest.mark.parametrize("name", distributions.NAMES)

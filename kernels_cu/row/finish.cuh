@@ -2,10 +2,18 @@
 // written to the row's outputs with fills, offsets and the NaN policy.
 #pragma once
 #include "row/candidates.cuh"
+#include "row/column_output.cuh"
 #include "row/sorted_output.cuh"
 
+// buf[0, m) holds the candidates of the row's columns [lo, lo + n). Column order (sorted=False)
+// goes through the bitmap when the range fits it, value order through a sort.
 __device__ __forceinline__ void finish_row(const Params& p, Shared& sh, u32 m, u32 k, u64 thr, i64 row,
-                                           const bits_t* xrow) {
+                                           const bits_t* xrow, u32 lo, u32 n, const ColumnBitmap& bm) {
+    if (!(p.flags & DS_F_SORTED) && bm.fits(n)) {
+        const u64 t = m > k ? radix_select<NT>(m, k, 0, sh.sel, [&](u32 i) { return sh.buf[i]; }) : 1;
+        write_by_column<NT>(p, sh.buf, m, t, k, row, xrow, lo, n, bm);
+        return;
+    }
     m = select_exact(sh, m, k, thr);
     // NaN ranks above everything, so the row holds NaN iff a NaN key was selected.
     bool nan_here = false;
