@@ -18,7 +18,7 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS) DS_ENTRY(const Params p
     StepCounter cnt;
     cnt.init(sh.steps);
     u64 thr = 0;
-    float floor = threshold_floor(thr);
+    Floor floor = threshold_floor(thr);
     merge_candidates(sh, cnt, k, thr, floor, count, [&](u32 i) { return __ldcs(ws + i); });
     // Its shared memory is the candidate buffer alone: no room for a column bitmap.
     const ColumnBitmap none{nullptr, nullptr, 0};

@@ -76,7 +76,7 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS, DS_MIN_CTAS) DS_ENTRY(c
     cluster_sync();
     if (slice == 0) {
         cnt.base = m;
-        float floor = threshold_floor(thr);
+        Floor floor = threshold_floor(thr);
         merge_candidates(sh, cnt, k, thr, floor, (split - 1) * k,
                          [&](u32 i) { return cluster_load_u64(cluster_map(sh.buf + i % k, 1 + i / k)); });
     }

@@ -70,7 +70,7 @@ def _bitmap_columns(threads: int, loads: int, stages: int) -> int:
 def test_column_bitmap_edges(kmax, flags):
     """Rows whose range just fits the column bitmap, just does not, and fits from a begin > 0:
     the finish writes by column through the bitmap or falls back to the sort."""
-    threads, loads, _, stages = variants.STREAM_TUNING[kmax]
+    threads, loads, _, stages = variants.stream_tuning("float32", kmax)
     cap = _bitmap_columns(threads, loads, stages)
     rows = 133  # more rows than the H200's SMs: the batch tuning
     x = distributions.make("normal", rows, cap + 9, "float32", seed=kmax)
@@ -155,6 +155,29 @@ def test_nan_policies(dtype, where):
         with pytest.raises(NaNInputError) as info:
             deepselect_rt.topk(to_device(x), k, end=to_device(end))
         assert info.value.rows == [1, 4]
+
+
+@pytest.mark.parametrize("dtype", list(DTYPES))
+def test_heavy_ties_column_bound(dtype):
+    """The streaming filter skips vectors whose maximum equals T's value at columns past T's
+    (kernels_cu/common/keys.cuh, Floor). Rows where that must not drop a winner: -0.0 ties with
+    +0.0 (equal floats, different keys) scattered late, NaN late among ties, ties of -inf and of
+    one finite value with a larger value at the last column."""
+    width, k = 100_003, 2048
+    rng = np.random.default_rng(5)
+    x = np.full((4, width), -0.0, np.float32)
+    x[0, rng.random(width) < 0.01] = 0.0  # about 1000 +0.0 win, then the lowest -0.0 columns
+    x[1] = 1.0
+    x[1, width - 1] = np.nan
+    x[2] = -np.inf
+    x[2, rng.random(width) < 0.005] = 1.0
+    x[3] = 0.5
+    x[3, width - 2] = 0.75
+    # More rows than the H200's SMs: one streaming CTA a row (few rows take the cluster radix
+    # select, which has no such filter).
+    x = np.resize(x, (133, width)).astype(DTYPES[dtype])
+    for flags in FLAGS:
+        check(x, k, nan_policy="propagate", **flags)
 
 
 def test_nan_payloads_propagate():

@@ -27,12 +27,28 @@ __device__ __forceinline__ u64 make_comp(u32 key, u32 col) { return ((u64)key <<
 __device__ __forceinline__ u32 comp_col(u64 c) { return ~(u32)c; }
 __device__ __forceinline__ u32 comp_key(u64 c) { return (u32)(c >> 32); }
 
-// A float at or below every element whose composite reaches threshold `thr`: a cheap first test
-// `!(f < floor)` that lets through every possible winner and every NaN (NaN compares false).
-__device__ __forceinline__ float threshold_floor(u64 thr) {
-    u32 key = comp_key(thr);
-    if (thr == 0 || key == DS_KEY_NAN) return __int_as_float(0xff800000);  // -inf: test everything
-    return to_float(bits_of_key(key));
+// A cheap first test of the elements that may reach threshold `thr`: every such element (and
+// every NaN: NaN compares false) passes !(f < value), and one equal to `value` reaches T only at
+// a column <= tie_col (ties go to the lower column), so past it !(f < above) is the test. With
+// heavy ties at T's key (few distinct values, mostly -inf) that rejects most vectors before the
+// per-element test: 1024 x 128K bf16 of five distinct values, k = 512, took 1.5x the time of
+// normal rows, 0.8x with it (H200).
+struct Floor {
+    float value, above;  // above: the next float above value, or value where no bound applies
+    u32 tie_col;
+
+    // The test's float for elements at columns >= col.
+    __device__ __forceinline__ float from(u32 col) const { return col <= tie_col ? value : above; }
+};
+
+__device__ __forceinline__ Floor threshold_floor(u64 thr) {
+    const u32 key = comp_key(thr);
+    const float all = __int_as_float(0xff800000);  // -inf: test everything
+    if (thr == 0 || key == DS_KEY_NAN) return {all, all, 0xffffffffu};
+    const float value = to_float(bits_of_key(key));
+    // -0.0 and +0.0 are equal floats but different keys: no column bound at zero.
+    if (value == 0.f) return {value, value, 0xffffffffu};
+    return {value, nextafterf(value, __int_as_float(0x7f800000)), comp_col(thr)};
 }
 
 // Highest bit position (plus one) a composite can use: key bits above the 32 column bits.

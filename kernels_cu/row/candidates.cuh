@@ -34,7 +34,7 @@ struct Shared {
 constexpr u32 STREAM_SLACK = DS_KMAX / 2;
 
 // Keeps the best of the buffer when the next block could overflow it; updates T and its floor.
-__device__ __forceinline__ void maybe_select(Shared& sh, StepCounter& cnt, u32 k, u64& thr, float& floor) {
+__device__ __forceinline__ void maybe_select(Shared& sh, StepCounter& cnt, u32 k, u64& thr, Floor& floor) {
     if (cnt.base <= (u32)(CAP - BLOCK)) return;
     thr = radix_select<NT>(cnt.base, k, STREAM_SLACK, sh.sel, [&](u32 i) { return sh.buf[i]; });
     cnt.base = compact_at_least<NT, 4>(sh.buf, cnt.base, thr, sh.sel);
@@ -52,7 +52,7 @@ __device__ __forceinline__ u32 select_exact(Shared& sh, u32 m, u32 k, u64& thr) 
 // Appends the composites fetch(0 .. count) that reach T (0 means "no element" and never
 // does), up to a block's worth per step, selecting whenever the buffer could overflow.
 template <class Fetch>
-__device__ __forceinline__ void merge_candidates(Shared& sh, StepCounter& cnt, u32 k, u64& thr, float& floor,
+__device__ __forceinline__ void merge_candidates(Shared& sh, StepCounter& cnt, u32 k, u64& thr, Floor& floor,
                                                  u32 count, Fetch fetch) {
     constexpr int R = BLOCK / NT < 8 ? BLOCK / NT : 8;  // 8 composites per thread: no spills
     for (u32 base = 0; base < count; base += R * NT) {

@@ -62,7 +62,7 @@ __device__ __forceinline__ void stream_range(Shared& sh, VectorQueue& vq, Vector
     const u32 per_block = DS_LOADS * NT;
     const u32 nblocks = (nvec + per_block - 1) / per_block;
     const u32 stride = nblocks > 1 ? visit_stride(nblocks) : 0;
-    float floor;
+    Floor floor;
     const auto advance = [&](u32 blk) { return blk + stride >= nblocks ? blk + stride - nblocks : blk + stride; };
     WarpQueue q;
     q.init(vq);
@@ -78,10 +78,11 @@ __device__ __forceinline__ void stream_range(Shared& sh, VectorQueue& vq, Vector
     // tests at most DS_LOADS x 32 queued vectors per block: the queue holds < 32 before a load).
     const auto process = [&](const Vec (&v)[DS_LOADS], u32 blk) {
         cnt.prepare();
+        const float f = floor.from(body + blk * per_block * DS_VEC);  // one test for the whole block
 #pragma unroll
         for (int u = 0; u < DS_LOADS; ++u) {
             const u32 vi = blk * per_block + u * NT + threadIdx.x;
-            q.push(vi < nvec && vector_may_pass(v[u], floor), v[u], vi);
+            q.push(vi < nvec && vector_may_pass(v[u], f), v[u], vi);
             if (q.count >= 32) q.pop(32, test);
         }
         __syncthreads();

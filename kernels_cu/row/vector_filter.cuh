@@ -3,7 +3,7 @@
 #pragma once
 #include "common/keys.cuh"
 
-// False when no element of v can reach a threshold whose float floor is `floor`.
+// False when no element of v can reach a threshold whose float test is `floor` (Floor::from).
 __device__ __forceinline__ bool vector_may_pass(const Vec& v, float floor) {
     const u32 m = vec_max(v);
 #if DS_DTYPE == 0
@@ -14,12 +14,12 @@ __device__ __forceinline__ bool vector_may_pass(const Vec& v, float floor) {
 }
 
 // Bit e set when element e (column col0 + e) survives the threshold thr.
-__device__ __forceinline__ u32 filter(const Vec& v, u32 col0, u64 thr, float floor) {
-    if (!vector_may_pass(v, floor)) return 0;
+__device__ __forceinline__ u32 filter(const Vec& v, u32 col0, u64 thr, const Floor& floor) {
+    if (!vector_may_pass(v, floor.from(col0))) return 0;
     u32 pass = 0;
 #pragma unroll
     for (int e = 0; e < DS_VEC; ++e) {
-        if (!(to_float(v.b[e]) < floor) && make_comp(key_of(v.b[e]), col0 + e) >= thr) pass |= 1u << e;
+        if (!(to_float(v.b[e]) < floor.value) && make_comp(key_of(v.b[e]), col0 + e) >= thr) pass |= 1u << e;
     }
     return pass;
 }
