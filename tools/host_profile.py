@@ -6,10 +6,14 @@ profile to the path given (default host_profile.txt)."""
 import cProfile
 import io
 import pstats
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import gpu_tool
+
+parser = gpu_tool.parser(__doc__)
+parser.add_argument("profile", nargs="?", type=Path, default=Path("host_profile.txt"),
+                    help="where to write the cProfile text")
+ARGS = gpu_tool.start("tools/host_profile.py", parser)
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -85,4 +89,4 @@ for _ in range(CALLS):
 prof.disable()
 text = io.StringIO()
 pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(30)
-Path(sys.argv[1] if len(sys.argv) > 1 else "host_profile.txt").write_text(text.getvalue())
+ARGS.profile.write_text(text.getvalue())

@@ -6,6 +6,7 @@ Usage: python tools/inspect_wheel.py dist/deepselect_rt-*.whl
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
@@ -74,6 +75,6 @@ def main(path: str) -> int:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit(f"usage: python {sys.argv[0]} WHEEL.whl")
-    sys.exit(main(sys.argv[1]))
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("wheel", help="the built wheel, e.g. dist/deepselect_rt-*.whl")
+    sys.exit(main(parser.parse_args().wheel))

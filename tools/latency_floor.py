@@ -2,10 +2,9 @@
 single short row, one CTA, for several k, unsorted and sorted, against torch.topk. GPU only;
 prints a table."""
 
-import sys
-from pathlib import Path
+import gpu_tool
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+gpu_tool.start("tools/latency_floor.py", gpu_tool.parser(__doc__))
 
 import torch  # noqa: E402
 from rich.console import Console  # noqa: E402

@@ -11,9 +11,9 @@ fixtures).
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -82,4 +82,7 @@ def main(fixtures: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]) if len(sys.argv) > 1 else REPO.parent / "shared" / "fixtures")
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("fixtures", nargs="?", type=Path, default=REPO.parent / "shared" / "fixtures",
+                        help="the fixtures folder (default ../shared/fixtures)")
+    main(parser.parse_args().fixtures)

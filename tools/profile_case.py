@@ -4,19 +4,29 @@ forced, default the plan's; how: radix, cluster or workspace, default the stream
 sorted: 1 for value-sorted output). E.g. ``ncu --set full python tools/profile_case.py 1 1048576
 2048 bfloat16 16:radix``."""
 
-import sys
 from contextlib import nullcontext
 
-import torch
+import gpu_tool
 
-import deepselect_rt
-from deepselect_rt.cuda import backend
+parser = gpu_tool.parser(__doc__)
+parser.add_argument("rows", type=int)
+parser.add_argument("width", type=int)
+parser.add_argument("k", type=int)
+parser.add_argument("dtype", nargs="?", default="bfloat16", choices=("bfloat16", "float16", "float32"))
+parser.add_argument("split", nargs="?", default="0", help="CTAs per row forced, with an optional :how")
+parser.add_argument("sorted", nargs="?", default="0", choices=("0", "1"), help="1: value-sorted output")
+ARGS = gpu_tool.start("tools/profile_case.py", parser)
 
-rows, width, k = (int(a) for a in sys.argv[1:4])
-dtype = getattr(torch, sys.argv[4]) if len(sys.argv) > 4 else torch.bfloat16
-split, _, how = (sys.argv[5] if len(sys.argv) > 5 else "0").partition(":")
+import torch  # noqa: E402
+
+import deepselect_rt  # noqa: E402
+from deepselect_rt.cuda import backend  # noqa: E402
+
+rows, width, k = ARGS.rows, ARGS.width, ARGS.k
+dtype = getattr(torch, ARGS.dtype)
+split, _, how = ARGS.split.partition(":")
 split = int(split)
-by_value = len(sys.argv) > 6 and sys.argv[6] == "1"
+by_value = ARGS.sorted == "1"
 x = torch.randn(rows, width, device="cuda").to(dtype)
 with backend.forced_split(split, how) if split else nullcontext():
     for _ in range(3):

@@ -2,11 +2,15 @@
 every kernel family, every dtype, unaligned rows, short rows, begin/end, NaN, caller buffers,
 rows split over a cluster (streaming and radix) and over a workspace."""
 
-import numpy as np
-import torch
+import gpu_tool
 
-import deepselect_rt
-from deepselect_rt.cuda import backend
+gpu_tool.start("tools/sanitize_subset.py", gpu_tool.parser(__doc__))
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+import deepselect_rt  # noqa: E402
+from deepselect_rt.cuda import backend  # noqa: E402
 
 for dt in (torch.float32, torch.float16, torch.bfloat16):
     x = torch.randn(3, 20011, device="cuda").to(dt)

@@ -4,10 +4,9 @@ of 64K-1M, k in 512/1024/2048), and the time of skewed rows against normal rows 
 samples for its first threshold (so that pass repeats). CUDA events, cold L2, int32 indices, no
 values. GPU only; prints two tables."""
 
-import sys
-from pathlib import Path
+import gpu_tool
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+gpu_tool.start("tools/throughput_skew.py", gpu_tool.parser(__doc__))
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402

@@ -5,10 +5,14 @@ rule, each way, and torch.topk. GPU only; prints tables, writes JSON to the path
 split.json). ``--goals``: the goal table only."""
 
 import json
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import gpu_tool
+
+parser = gpu_tool.parser(__doc__)
+parser.add_argument("json", nargs="?", type=Path, default=Path("split.json"), help="where to write the results")
+parser.add_argument("--goals", action="store_true", help="time the goal shapes only")
+ARGS = gpu_tool.start("tools/tune_split.py", parser)
 
 import torch  # noqa: E402
 from rich.console import Console  # noqa: E402
@@ -61,7 +65,7 @@ def fmt(t):
 
 
 out = {"sm_count": sms, "grid": [], "goals": []}
-if "--goals" not in sys.argv:
+if not ARGS.goals:
     table = Table("dtype", "rows", "width", "k", "stream", *[f"radix {s}" for s in SPLITS[1:]],
                   "best", "rule", title=f"split crossover, us, graph replay, cold L2 ({torch.cuda.get_device_name()})")
     for dtype, rows, width, k in GRID:
@@ -92,5 +96,4 @@ for dtype, rows, width, k, goal in GOALS:
                        f"{how} {split}",
                        fmt(row["cluster"]), fmt(row["workspace"]), str(goal))
 console.print(goal_table)
-paths = [a for a in sys.argv[1:] if not a.startswith("--")]
-Path(paths[0] if paths else "split.json").write_text(json.dumps(out, indent=1))
+ARGS.json.write_text(json.dumps(out, indent=1))

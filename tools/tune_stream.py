@@ -4,15 +4,12 @@ bucket and the few-rows tuning take each choice in turn. CUDA events, cold L2, i
 values. GPU only; prints a table."""
 
 import argparse
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import gpu_tool
 
 import deepselect_rt  # noqa: E402
 from deepselect_rt import bench  # noqa: E402
 from deepselect_rt.cuda import backend, variants  # noqa: E402
-from deepselect_rt.errors import BackendUnavailableError  # noqa: E402
 
 DEFAULT = [(256, 2, 3, 3), (256, 2, 3, 2), (256, 1, 3, 8), (512, 1, 2, 4)]
 SHAPES = [("bfloat16", 4096, 1 << 20, 512), ("bfloat16", 4096, 131072, 512), ("bfloat16", 4096, 131072, 2048),
@@ -27,14 +24,10 @@ def config(text: str) -> tuple[int, int, int, int]:
     return tuple(int(p) for p in parts)
 
 
-parser = argparse.ArgumentParser(description=__doc__)
+parser = gpu_tool.parser(__doc__)
 parser.add_argument("configs", nargs="*", type=config, metavar="threads,loads,ctas,stages",
                     help=f"choices to time (default: {' '.join(','.join(map(str, c)) for c in DEFAULT)})")
-CONFIGS = parser.parse_args().configs or DEFAULT
-try:
-    bench.require_gpu("tools/tune_stream.py")
-except BackendUnavailableError as exc:
-    sys.exit(str(exc))
+CONFIGS = gpu_tool.start("tools/tune_stream.py", parser).configs or DEFAULT
 import torch  # noqa: E402
 
 flush = torch.empty(bench.FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")

@@ -1,0 +1,29 @@
+"""The start of the GPU tools in tools/: ``--help`` from the tool's docstring and arguments, then
+a one-line error instead of a traceback where no GPU, or no torch with CUDA, is usable (the
+tools time with torch's CUDA events). Importing it puts the checkout first on ``sys.path``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from deepselect_rt import bench  # noqa: E402
+from deepselect_rt.errors import BackendUnavailableError  # noqa: E402
+
+
+def parser(doc: str) -> argparse.ArgumentParser:
+    """An argument parser whose help is the tool's docstring, as written."""
+    return argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def start(name: str, args: argparse.ArgumentParser) -> argparse.Namespace:
+    """Parses the command line, then exits with one line unless a GPU is usable."""
+    parsed = args.parse_args()
+    try:
+        bench.require_gpu(name)
+    except BackendUnavailableError as exc:
+        sys.exit(str(exc))
+    return parsed
