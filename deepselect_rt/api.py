@@ -42,7 +42,9 @@ def _flag(value, name: str) -> bool:
 
 
 def _real(value, name: str) -> float:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+    # An ml_dtypes bfloat16 scalar is a NumPy scalar but not registered as numbers.Real.
+    real = isinstance(value, numbers.Real) or (isinstance(value, np.generic) and value.dtype.name == "bfloat16")
+    if isinstance(value, (bool, np.bool_)) or not real:
         raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
     try:
         return float(value)
@@ -101,8 +103,14 @@ def _check_input(x: TensorView) -> None:
         raise ValueError(f"input's last dimension must have stride 1, got strides {x.strides}")
     if width > INT32_MAX:
         raise ValueError(f"input width must be at most 2**31 - 1, got {width}")
-    if x.ptr % x.itemsize:
-        raise ValueError(f"input data pointer {x.ptr:#x} is not aligned to its {x.itemsize}-byte elements")
+    _check_aligned(x, "input")
+
+
+def _check_aligned(view: TensorView, name: str) -> None:
+    # The kernels read and write whole elements: a misaligned device address faults, and the
+    # fault leaves the CUDA context unusable. One rule for every backend (contract.md).
+    if view.ptr % view.itemsize:
+        raise ValueError(f"{name} data pointer {view.ptr:#x} is not aligned to its {view.itemsize}-byte elements")
 
 
 def _same_device(view: TensorView, x: TensorView, name: str) -> None:
@@ -121,6 +129,7 @@ def _row_vector(obj, name: str, x: TensorView) -> TensorView | None:
         raise ValueError(f"{name} must have shape (rows,) = ({x.shape[0]},), got {view.shape}")
     if x.shape[0] > 1 and view.strides[0] != 1:
         raise ValueError(f"{name} must be contiguous (stride 1), got stride {view.strides[0]}")
+    _check_aligned(view, name)
     _same_device(view, x, name)
     return view
 
@@ -185,8 +194,10 @@ def _caller_output(obj, name: str, dtype: str, rows: int, k: int, x: TensorView)
     if view.shape != (rows, k):
         raise ValueError(f"{name} must have shape (rows, topk) = ({rows}, {k}), got {view.shape}")
     _same_device(view, x, name)
-    if k > 1 and view.strides[1] != 1:
+    # Empty arrays report any strides (NumPy: zeros).
+    if rows > 0 and k > 1 and view.strides[1] != 1:
         raise ValueError(f"{name}'s last dimension must have stride 1, got strides {view.strides}")
+    _check_aligned(view, name)
     if rows > 1 and k > 0 and abs(view.strides[0]) < k:
         raise ValueError(f"{name}'s rows overlap: |row stride| {abs(view.strides[0])} < topk {k}")
     if _overlaps(view, x):

@@ -16,6 +16,14 @@ from deepselect_rt import reference
 X = np.arange(40, dtype=np.float32).reshape(4, 10)
 
 # (name, call kwargs, exception, text the message must contain)
+def _misaligned(dtype, shape) -> np.ndarray:
+    """Zeros of `dtype` starting one byte past an element boundary (a byte-offset view)."""
+    n = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    raw = np.zeros(n + 16, np.uint8)
+    start = (-raw.ctypes.data % 16) + 1
+    return raw[start:start + n].view(dtype).reshape(shape)
+
+
 CASES = [
     ("not_a_tensor", dict(input=[[1.0, 2.0]]), TypeError, "input"),
     ("input_3d", dict(input=np.zeros((2, 2, 2), np.float32)), ValueError, "2-D"),
@@ -56,6 +64,12 @@ CASES = [
                                                                          writeable=False)), ValueError, "read-only"),
     ("offset_int64_overflow", dict(output_idx_offset=np.full(4, 2**63 - 5, np.int64)), ValueError, "output_idx_offset"),
     ("indices_type_bogus_prefix", dict(indices_type="garbage.int32"), TypeError, "indices_type"),
+    ("out_idx_misaligned", dict(output_idx=_misaligned(np.int64, (4, 3))), ValueError, "output_idx data pointer"),
+    ("out_val_misaligned", dict(output_val=_misaligned(np.float32, (4, 3))), ValueError, "output_val data pointer"),
+    ("begin_misaligned", dict(begin=_misaligned(np.int32, (4,))), ValueError, "begin data pointer"),
+    ("end_misaligned", dict(end=_misaligned(np.int64, (4,))), ValueError, "end data pointer"),
+    ("offset_misaligned", dict(output_idx_offset=_misaligned(np.int32, (4,))), ValueError,
+     "output_idx_offset data pointer"),
 ]
 
 
@@ -108,6 +122,14 @@ def test_empty_outputs_without_work():
     assert v.shape == (0, 3) and i.shape == (0, 3)
 
 
+def test_empty_caller_buffers_of_zero_rows():
+    # NumPy gives empty arrays zero strides; no element is written, so any strides do.
+    x = np.ones((0, 5), np.float32)
+    idx, val = np.zeros((0, 3), np.int64), np.zeros((0, 3), np.float32)
+    v, i = deepselect_rt.topk(x, 3, output_idx=idx, output_val=val)
+    assert i is idx and v is val
+
+
 def test_caller_buffers_returned_and_canaries_kept():
     idx = np.full((4, 8), -9, np.int64)
     val = np.full((4, 8), 7.0, np.float32)
@@ -135,6 +157,8 @@ def test_numpy_scalars_accepted_for_flags_and_fills():
     np.testing.assert_array_equal(got[0], want[0])
     np.testing.assert_array_equal(got[1], want[1])
     assert deepselect_rt.topk(X, 2, indices_type="i4")[1].dtype == np.int32
+    bf = deepselect_rt.topk(X, 12, sorted=True, value_oob_fill_value=__import__("ml_dtypes").bfloat16(-1))
+    np.testing.assert_array_equal(bf[0], want[0])
 
 
 def test_negative_row_strides():
