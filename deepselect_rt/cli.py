@@ -30,8 +30,8 @@ COMMANDS = (
 
 def register_info(subparsers) -> None:
     p = subparsers.add_parser("info", help="backend, devices, NVRTC and the kernel cache",
-                              description="Show the backend, the GPUs and their archs, NVRTC and the "
-                                          "CUDA headers, the kernel cache layers, and which default "
+                              description="Show the backend, the GPUs and their archs, NVRTC, the "
+                                          "kernel cache layers, and which default "
                                           "kernel variants are cached for each arch.")
     p.set_defaults(handler=_info)
 
@@ -55,7 +55,7 @@ def _info(args, out, err) -> int:
     archs = list(dict.fromkeys(d.arch for d in devices if d.arch)) or \
         sorted({e.arch for e in entries})
     if not archs:
-        hint = "`deepselect-rt warmup`" if devices else "`deepselect-rt warmup --arch sm_90a` (no GPU: name the arch)"
+        hint = "`deepselect-rt warmup`" if devices else "`deepselect-rt warmup --arch sm_90a`; no GPU: name the arch"
         out.print(f"cached default variants: none (run {hint})")
     elif not have_nvrtc:
         out.print("cached default variants: unknown (cache keys need the NVRTC version)")
@@ -91,11 +91,6 @@ def _print_compiler(out) -> bool:
         out.print(f"NVRTC: unavailable: {exc}", markup=False)
         return False
     out.print(f"NVRTC: {version} ({path}, found via {found_via})", markup=False)
-    headers = nvrtc.cuda_header_dir()
-    out.print("CUDA headers: " + (f"{headers.path} (CUDART_VERSION {headers.version})"
-                                  if headers else "not found (only needed by kernels that "
-                                                  "include <cuda_fp16.h> / <cuda_bf16.h>)"),
-              markup=False)
     return True
 
 
@@ -111,6 +106,10 @@ def _print_layers(out, cache, entries) -> None:
         table.add_row(layer.kind, str(layer.path), "yes" if layer.writable else "no",
                       str(len(mine)), config.format_size(sum(e.disk_bytes for e in mine)))
     out.print(table)
+    # A mistyped DEEPSELECT_RT_CACHE_PATH part would otherwise just be absent from the table.
+    for path in config.extra_cache_paths():
+        if not path.is_dir():
+            out.print(f"{config.ENV_CACHE_PATH}: {path} is not a folder; skipped", markup=False)
 
 
 def _print_cached_variants(out, cache, archs, *, for_devices: bool) -> None:

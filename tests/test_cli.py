@@ -54,6 +54,12 @@ def test_info_runs_without_gpu(cache_env):
         assert "backend: none" in out
 
 
+def test_info_names_a_cache_path_that_is_not_a_folder(capsys, cache_env, monkeypatch, tmp_path):
+    monkeypatch.setenv("DEEPSELECT_RT_CACHE_PATH", str(tmp_path / "mistyped"))
+    rc, out, _ = main(capsys, "info")
+    assert rc == 0 and f"{tmp_path / 'mistyped'} is not a folder" in out.replace("\n", "")
+
+
 def test_info_shows_cached_variants(capsys, cache_env):
     KernelCache().resolve(PROBE, "sm_90a")
     rc, out, _ = main(capsys, "info")

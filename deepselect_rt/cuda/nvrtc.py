@@ -51,14 +51,6 @@ class CompileResult:
     seconds: float
 
 
-@dataclass(frozen=True)
-class HeaderDir:
-    """The CUDA headers folder (``cuda_fp16.h`` & co.) and its ``CUDART_VERSION`` (e.g. 13000)."""
-
-    path: Path
-    version: int | None
-
-
 def _nvrtc():
     """The ``cuda.bindings.nvrtc`` module. Raises BackendUnavailableError when not installed."""
     try:
@@ -171,45 +163,15 @@ def normalise_arch(arch: str) -> str:
                          f"{major}.{minor}); use one of {', '.join(SUPPORTED_ARCHS)}") from None
 
 
-@functools.lru_cache(maxsize=1)
-def cuda_header_dir() -> HeaderDir | None:
-    """The CUDA runtime headers folder (for ``<cuda_fp16.h>``, ``<cuda_bf16.h>``), or None.
-
-    Found by ``cuda.pathfinder`` (the ``nvidia-cuda-runtime`` wheel first, then conda, then
-    CUDA_HOME / a system toolkit). Headers of another CUDA major version than NVRTC's are
-    ignored: they do not compile reliably with it. Never raises.
-    """
-    try:
-        import cuda.pathfinder as pathfinder
-
-        found = pathfinder.find_nvidia_header_directory("cudart")
-    except Exception:  # best effort: a kernel that needs the headers then fails with a clear log
-        return None
-    if not found:
-        return None
-    path = Path(found)
-    version = None
-    try:
-        text = (path / "cuda_runtime_api.h").read_text(errors="replace")
-        match = re.search(r"#define\s+CUDART_VERSION\s+(\d+)", text)
-        version = int(match.group(1)) if match else None
-    except OSError:
-        pass
-    try:
-        if version is not None and version // 1000 != nvrtc_version()[0]:
-            return None
-    except BackendUnavailableError:
-        pass
-    return HeaderDir(path, version)
-
-
 @dataclass(frozen=True)
 class Options:
     """NVRTC options for one compile.
 
-    argv: what NVRTC gets. portable: the same with machine-specific include paths replaced by
-    stable tokens (the kernels folder by "<kernels_cu>", the CUDA headers by their version), so
-    that cache keys agree between the machine that pre-builds and the one that loads.
+    argv: what NVRTC gets. portable: the same with the kernels folder replaced by "<kernels_cu>",
+    so that cache keys agree between the machine that pre-builds and the one that loads. No CUDA
+    toolkit headers: the kernels handle elements as bit patterns (kernels_cu/common/dtype.cuh),
+    and a headers folder in the key made cubins built where a toolkit was found miss where none
+    was (fresh-user finding).
     """
 
     argv: tuple
@@ -222,13 +184,7 @@ def compile_options(variant: Variant, arch: str, source_dir: Path | None = None)
     source_dir = Path(source_dir) if source_dir is not None else resources.cuda_source_dir()
     common = [f"--gpu-architecture={arch}", *_BASE_OPTIONS]
     common += [f"-D{name}={value}" for name, value in sorted(variant.defines.items())]
-    argv = [*common, f"--include-path={source_dir}"]
-    portable = [*common, "--include-path=<kernels_cu>"]
-    headers = cuda_header_dir()
-    if headers is not None:
-        argv.append(f"--include-path={headers.path}")
-        portable.append(f"--include-path=<cuda-headers-{headers.version or 'unknown'}>")
-    return Options(tuple(argv), tuple(portable))
+    return Options((*common, f"--include-path={source_dir}"), (*common, "--include-path=<kernels_cu>"))
 
 
 def _program_log(nvrtc, prog) -> str:
@@ -270,14 +226,8 @@ def compile_cubin(variant: Variant, arch: str, source_dir: Path | None = None) -
         (status,) = nvrtc.nvrtcCompileProgram(prog, len(argv), argv)
         log = _program_log(nvrtc, prog)
         if int(status) != 0:
-            hint = ""
-            if cuda_header_dir() is None and 'cannot open source file "cuda' in log:
-                major = nvrtc_version()[0]
-                hint = (" (no CUDA headers found: pip install "
-                        f"'nvidia-cuda-runtime>={major},<{major + 1}')")
-            raise CompileError(f"NVRTC failed to compile {variant.source} for {arch}: "
-                               f"{status.name}{hint}", log=log, variant=variant,
-                               options=options.argv)
+            raise CompileError(f"NVRTC failed to compile {variant.source} for {arch}: {status.name}", log=log,
+                               variant=variant, options=options.argv)
         size = _check(nvrtc.nvrtcGetCUBINSize(prog), "nvrtcGetCUBINSize")
         cubin = b" " * size
         _check(nvrtc.nvrtcGetCUBIN(prog, cubin), "nvrtcGetCUBIN")
