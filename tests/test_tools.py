@@ -4,6 +4,7 @@ one-line error instead of a traceback (fresh-user findings)."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -40,3 +41,15 @@ def test_without_gpu_one_line(script):
     assert result.returncode != 0
     assert "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and "needs an NVIDIA GPU" in result.stderr
+
+
+def test_device_check_script():
+    script = str(TOOLS / "device_check.sh")
+    result = subprocess.run(["bash", script, "--help"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and result.stdout.startswith("usage:")
+    result = subprocess.run(["bash", script, "bogus"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and "usage:" in result.stderr
+    if not shutil.which("nvidia-smi"):
+        result = subprocess.run(["bash", script], capture_output=True, text=True, timeout=60)
+        assert result.returncode == 1 and "needs an NVIDIA GPU" in result.stderr
+

@@ -2,7 +2,19 @@
 # One call on the GPU machine: GPU tests, a memcheck/racecheck subset, and the benchmark.
 # Usage (device tool): bash tools/device_check.sh [quick|full] ; results under $OUT.
 set -u
+usage="usage: bash tools/device_check.sh [quick|full]  (GPU machine; results under \$OUT, default /tmp/out)
+  quick: tests/test_gpu_topk.py (or \$PYTEST_ARGS) and bench --quick
+  full:  the same, memcheck and racecheck of tools/sanitize_subset.py, and the whole bench grid"
 mode=${1:-quick}
+case "$mode" in
+  quick|full) ;;
+  -h|--help) echo "$usage"; exit 0 ;;
+  *) echo "$usage" >&2; exit 2 ;;
+esac
+if ! command -v nvidia-smi >/dev/null; then
+  echo "tools/device_check.sh needs an NVIDIA GPU (no nvidia-smi here)" >&2
+  exit 1
+fi
 python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl 2>/dev/null
 export PYTHONPATH=$PWD:/tmp/site PYTHONUNBUFFERED=1
 export DEEPSELECT_RT_FIXTURES=$PWD/.carry/fixtures
