@@ -130,6 +130,13 @@ def test_normalise_arch_rejects(bad):
         nvrtc.normalise_arch(bad)
 
 
+def test_suffixed_arch_names_the_build_that_serves_it():
+    with pytest.raises(ValueError, match=r"12\.0 GPUs run the sm_120 build"):
+        nvrtc.normalise_arch("sm_120a")
+    with pytest.raises(ValueError, match=r"10\.0 GPUs run the sm_100a build"):
+        nvrtc.normalise_arch("sm_100f")
+
+
 def test_compute_capability_table():
     table = {(8, 0): "sm_80", (8, 6): "sm_86", (8, 9): "sm_89", (9, 0): "sm_90a",
              (10, 0): "sm_100a", (10, 3): "sm_103a", (12, 0): "sm_120", (12, 1): "sm_120"}

@@ -153,7 +153,11 @@ def normalise_arch(arch: str) -> str:
     if suffix:
         name = f"sm_{major}{minor}{suffix}"
         if name not in SUPPORTED_ARCHS:
-            raise ValueError(f"unsupported GPU architecture {arch!r}; use one of "
+            try:  # e.g. sm_120a: say which build serves those GPUs
+                served = f" ({major}.{minor} GPUs run the {arch_for_compute_capability(major, minor)} build)"
+            except ValueError:
+                served = ""
+            raise ValueError(f"unsupported GPU architecture {arch!r}{served}; use one of "
                              f"{', '.join(SUPPORTED_ARCHS)}")
         return name
     try:
