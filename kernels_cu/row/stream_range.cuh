@@ -66,8 +66,9 @@ __device__ __forceinline__ void stream_range(Shared& sh, VectorQueue& vq, Vector
     const auto advance = [&](u32 blk) { return blk + stride >= nblocks ? blk + stride - nblocks : blk + stride; };
     WarpQueue q;
     q.init(vq);
-    // Tests the elements of a queued vector against the current T (at least the T it was queued
-    // under, so no winner is lost) and appends the survivors.
+    // Tests the elements of a queued vector against the current T and appends the survivors. No
+    // winner is lost: every T of a pass that stands is at most the range's k-th best (a select
+    // with slack may even lower T, stopping at the key's digits).
     const auto test = [&](bool valid, const Vec& v, u32 vi) {
         const u32 col0 = body + vi * DS_VEC;
         const u32 pass = valid ? filter(v, col0, thr, floor) : 0;
