@@ -41,11 +41,16 @@ __device__ __forceinline__ void maybe_select(Shared& sh, StepCounter& cnt, u32 k
     floor = threshold_floor(thr);
 }
 
+// The k-th best composite of the buffer's m > k.
+__device__ __forceinline__ u64 kth_best(Shared& sh, u32 m, u32 k) {
+    return radix_select<NT>(m, k, 0, sh.sel, [&](u32 i) { return sh.buf[i]; });
+}
+
 // Keeps exactly the k best of the buffer's m (all when m <= k, leaving T as it is, else T
 // becomes the k-th best); returns how many remain.
 __device__ __forceinline__ u32 select_exact(Shared& sh, u32 m, u32 k, u64& thr) {
     if (m <= k) return m;
-    thr = radix_select<NT>(m, k, 0, sh.sel, [&](u32 i) { return sh.buf[i]; });
+    thr = kth_best(sh, m, k);
     return compact_at_least<NT, 4>(sh.buf, m, thr, sh.sel);
 }
 

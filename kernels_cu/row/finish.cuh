@@ -10,7 +10,7 @@
 __device__ __forceinline__ void finish_row(const Params& p, Shared& sh, u32 m, u32 k, u64 thr, i64 row,
                                            const bits_t* xrow, u32 lo, u32 n, const ColumnBitmap& bm) {
     if (!(p.flags & DS_F_SORTED) && bm.fits(n)) {
-        const u64 t = m > k ? radix_select<NT>(m, k, 0, sh.sel, [&](u32 i) { return sh.buf[i]; }) : 1;
+        const u64 t = m > k ? kth_best(sh, m, k) : 1;  // 1: every candidate
         write_by_column<NT>(p, sh.buf, m, t, k, row, xrow, lo, n, bm);
         return;
     }
