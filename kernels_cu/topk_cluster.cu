@@ -31,7 +31,7 @@ constexpr int KMAX = 4096;
 static_assert(V * DS_VEC <= 64, "one 64-bit mask per thread marks its elements");
 
 struct Shared {
-    u32 hist[2][256];  // this CTA's histogram of a pass, by parity (read by the cluster)
+    u32 hist[2][HIST_WORDS];  // this CTA's histogram of a pass, by parity (read by the cluster)
     SelectScratch sel;  // the cluster's histogram and the digit picked from it
     u32 warp_totals[NT / 32];
     u32 counts[3];     // this CTA's elements above K, equal to K, NaN (read by the cluster)
@@ -78,7 +78,7 @@ __device__ __forceinline__ void prefilter(const Vec (&x)[V], u64& valid, u32 k, 
     Vec top;
     top.v = make_uint4(word, word, word, word);
     const u32 top_key = vec_top_key(top);
-    const u32 t0 = (u32)radix_digits<NT>(DS_ELEM_BITS - 8, k, k / 4, sel, hist, [&](u32* h, int shift, const Digits& d) {
+    const u32 t0 = (u32)radix_digits(DS_ELEM_BITS - 8, k, k / 4, sel, hist, [&](u32* h, int shift, const Digits& d) {
         warp_hist_add(h, (top_key >> shift) & 255, (top_key & (u32)d.mask) == (u32)d.prefix);
     }).prefix;
 #pragma unroll
@@ -140,7 +140,7 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS, 1) DS_ENTRY(const Param
     if (n > k) {
         ClusterHistogram<NT> hist{sh.hist, split};
         if (V * DS_VEC >= PREFILTER_ELEMS && split * NT >= k) prefilter(x, valid, k, sh.sel, hist);
-        d = radix_digits<NT>(DS_ELEM_BITS - 8, k, 0, sh.sel, hist, [&](u32* h, int shift, const Digits& dd) {
+        d = radix_digits(DS_ELEM_BITS - 8, k, 0, sh.sel, hist, [&](u32* h, int shift, const Digits& dd) {
 #pragma unroll
             for (int u = 0; u < V; ++u) {
                 // A warp none of whose lanes has an element left in vector u skips it.

@@ -55,27 +55,34 @@ struct Digits {
 };
 
 // Histograms of one CTA: fill and pick in the same shared array.
+template <int NT>
 struct CtaHistogram {
-    __device__ __forceinline__ u32* local(SelectScratch& s) { return s.hist; }
-    __device__ __forceinline__ void merge(SelectScratch&) { __syncthreads(); }
+    // A zeroed histogram for the next pass.
+    __device__ __forceinline__ u32* begin(SelectScratch& s) {
+        for (u32 i = threadIdx.x; i < 256; i += NT) s.hist[i] = 0;
+        __syncthreads();
+        return s.hist;
+    }
+
+    // s.digit, s.above and s.bucket of the filled histogram, for every thread.
+    __device__ __forceinline__ void pick(SelectScratch& s, u32 remaining) {
+        __syncthreads();
+        if (threadIdx.x < 32) pick_digit(s, remaining);
+        __syncthreads();
+    }
 };
 
 // Radix select, 8 bits per pass, refining d by the digits at shifts top, top - 8, ... down to
 // `bottom`: fill(hist, shift, digits) adds the elements of the current bucket to hist by their
-// digit at `shift`; Hist gives each pass's histogram and merges it into s.hist (a CTA's own, or
-// a cluster's sum). Stops once d.within(slack) (slack = 0: the exact k-th's bucket). Every
-// thread of the CTA must call it; every participant computes the same digits.
-template <int NT, class Fill, class Hist>
+// digit at `shift`; Hist gives each pass a zeroed histogram and picks the digit from it (a
+// CTA's own, or a cluster's sum). Stops once d.within(slack) (slack = 0: the exact k-th's
+// bucket). Every thread of the CTA must call it; every participant computes the same digits.
+template <class Fill, class Hist>
 __device__ __forceinline__ void refine_digits(Digits& d, int top, int bottom, u32 slack, SelectScratch& s, Hist& hist,
                                               Fill fill) {
     for (int shift = top; shift >= bottom; shift -= 8) {
-        u32* h = hist.local(s);
-        for (u32 i = threadIdx.x; i < 256; i += NT) h[i] = 0;
-        __syncthreads();
-        fill(h, shift, d);
-        hist.merge(s);
-        if (threadIdx.x < 32) pick_digit(s, d.remaining);
-        __syncthreads();
+        fill(hist.begin(s), shift, d);
+        hist.pick(s, d.remaining);
         d.remaining -= s.above;
         d.bucket = s.bucket;
         d.prefix |= (u64)s.digit << shift;
@@ -85,10 +92,10 @@ __device__ __forceinline__ void refine_digits(Digits& d, int top, int bottom, u3
 }
 
 // The digits of the k-th largest from bit `top` down (see refine_digits).
-template <int NT, class Fill, class Hist>
+template <class Fill, class Hist>
 __device__ __forceinline__ Digits radix_digits(int top, u32 k, u32 slack, SelectScratch& s, Hist& hist, Fill fill) {
     Digits d{0, 0, k, 0};
-    refine_digits<NT>(d, top, 0, slack, s, hist, fill);
+    refine_digits(d, top, 0, slack, s, hist, fill);
     return d;
 }
 
@@ -125,7 +132,7 @@ __device__ u32 tied_column(u32 count, const Digits& d, SelectScratch& s, Comp co
 // a digit early because it only needs a valid, not the tightest, threshold.
 template <int NT, class Comp>
 __device__ u64 radix_select(u32 count, u32 k, u32 slack, SelectScratch& s, Comp comp) {
-    CtaHistogram cta;
+    CtaHistogram<NT> cta;
     const auto fill = [&](u32* h, int shift, const Digits& d) {
         const u32 padded = (count + 31) & ~31u;  // whole warps for the warp-level adds
         for (u32 i = threadIdx.x; i < padded; i += NT) {
@@ -134,10 +141,10 @@ __device__ u64 radix_select(u32 count, u32 k, u32 slack, SelectScratch& s, Comp 
         }
     };
     Digits d{0, 0, k, 0};
-    refine_digits<NT>(d, DS_COMP_BITS - 8, 32, slack, s, cta, fill);  // the key's digits
+    refine_digits(d, DS_COMP_BITS - 8, 32, slack, s, cta, fill);  // the key's digits
     if (d.within(slack)) return d.prefix;
     if (d.bucket <= TIE_LIST) return d.prefix | tied_column<NT>(count, d, s, comp);
-    refine_digits<NT>(d, 24, 0, slack, s, cta, fill);  // many ties: the column's digits
+    refine_digits(d, 24, 0, slack, s, cta, fill);  // many ties: the column's digits
     return d.prefix;
 }
 
@@ -147,8 +154,8 @@ __device__ u64 radix_select(u32 count, u32 k, u32 slack, SelectScratch& s, Comp 
 // thread of the CTA must call it.
 template <int NT, int N, class Key>
 __device__ u64 key_threshold(Key key, u32 k, u32 slack, SelectScratch& s) {
-    CtaHistogram cta;
-    return radix_digits<NT>(DS_ELEM_BITS - 8, k, slack, s, cta, [&](u32* h, int shift, const Digits& d) {
+    CtaHistogram<NT> cta;
+    return radix_digits(DS_ELEM_BITS - 8, k, slack, s, cta, [&](u32* h, int shift, const Digits& d) {
 #pragma unroll
         for (int j = 0; j < N; ++j) {
             bool valid;
