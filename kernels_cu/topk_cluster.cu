@@ -31,13 +31,18 @@ constexpr int KMAX = 4096;
 static_assert(V * DS_VEC <= 64, "one 64-bit mask per thread marks its elements");
 
 struct Shared {
-    u32 hist[2][HIST_WORDS];  // this CTA's histogram of a pass, by parity (read by the cluster)
+    ClusterHistograms hist;
     SelectScratch sel;  // the cluster's histogram and the digit picked from it
     u32 warp_totals[NT / 32];
-    u32 counts[3];     // this CTA's elements above K, equal to K, NaN (read by the cluster)
+    u32 nans;          // this CTA's NaN
+    uint4 cluster_counts[MAX_CLUSTER];  // every CTA's elements above K, equal to K, NaN, pushed by it
     u32 take, start;   // ties this CTA takes; the row's output slot of its first winner
     u32 has_nan;
 };
+// Step 3's packing of a count of elements above K (fewer than k <= KMAX in a CTA) over one of
+// ties (at most 1024 x 64 elements).
+constexpr u32 TIE_BITS = 20, TIE_MASK = (1u << TIE_BITS) - 1;
+static_assert(KMAX <= (1u << (32 - TIE_BITS)) && NT * V * DS_VEC <= TIE_MASK, "counts fit their fields");
 // CTA 0's winners when sorting by value, after Shared: k rounded up to a power of two.
 constexpr u32 GATHER_OFFSET = (sizeof(Shared) + 15) / 16 * 16;
 
@@ -132,13 +137,13 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS, 1) DS_ENTRY(const Param
             }
         }
     }
-    if (threadIdx.x < 3) sh.counts[threadIdx.x] = 0;
+    if (threadIdx.x == 0) sh.nans = 0;
     __syncthreads();
 
     // 2. The digits of K (none when the row has at most k elements: all are taken).
     Digits d{0, 0, m};
     if (n > k) {
-        ClusterHistogram<NT> hist{sh.hist, split};
+        ClusterHistogram<NT> hist{sh.hist, split, rank};
         if (V * DS_VEC >= PREFILTER_ELEMS && split * NT >= k) prefilter(x, valid, k, sh.sel, hist);
         d = radix_digits(DS_ELEM_BITS - 8, k, 0, sh.sel, hist, [&](u32* h, int shift, const Digits& dd) {
 #pragma unroll
@@ -147,43 +152,46 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS, 1) DS_ENTRY(const Param
                 if (!__any_sync(DS_FULL_MASK, vec_bits(valid, u))) continue;
 #pragma unroll
                 for (int e = 0; e < DS_VEC; ++e) {
+                    // One shared atomic a lane: a warp_hist_add (match_any, then one add per bin)
+                    // for each of a thread's elements cost more than the adds' serialisation.
                     const u32 key = key_of(x[u].b[e]);
-                    warp_hist_add(h, (key >> shift) & 255,
-                                  bit(valid, u * DS_VEC + e) && (key & (u32)dd.mask) == (u32)dd.prefix);
+                    if (bit(valid, u * DS_VEC + e) && (key & (u32)dd.mask) == (u32)dd.prefix)
+                        atomicAdd(&h[(key >> shift) & 255], 1u);
                 }
             }
         });
     }
     const u32 prefix = (u32)d.prefix, mask = (u32)d.mask;
 
-    // 3. This CTA's counts and its ties' ranks in column order; then the cluster's counts.
-    u32 above = 0, nans = 0, ties[V], tie_rank[V];
+    // 3. Per vector slot, the elements above K and those equal to K, packed as
+    // above << TIE_BITS | ties, and their ranks in column order; then the cluster's counts.
+    u32 nans = 0, counts[V], ranks[V];
 #pragma unroll
     for (int u = 0; u < V; ++u) {
-        ties[u] = 0;
+        counts[u] = 0;
         if (!vec_bits(valid, u)) continue;
 #pragma unroll
         for (int e = 0; e < DS_VEC; ++e) {
             if (!bit(valid, u * DS_VEC + e)) continue;
             const u32 key = key_of(x[u].b[e]);
-            above += (key & mask) > prefix;
-            ties[u] += (key & mask) == prefix;
+            counts[u] += (u32)((key & mask) > prefix) << TIE_BITS | (u32)((key & mask) == prefix);
             nans += key == DS_KEY_NAN;
         }
     }
-    const u32 cta_ties = slot_ranks<NT, V>(ties, tie_rank, sh.warp_totals);
-    above = __reduce_add_sync(DS_FULL_MASK, above);
     nans = __reduce_add_sync(DS_FULL_MASK, nans);
-    if (lane == 0 && above) atomicAdd(&sh.counts[0], above);
-    if (lane == 0 && nans) atomicAdd(&sh.counts[2], nans);
-    if (threadIdx.x == 0) sh.counts[1] = cta_ties;
+    if (lane == 0 && nans) atomicAdd(&sh.nans, nans);
+    const u32 cta = slot_ranks<NT, V>(counts, ranks, sh.warp_totals);  // its barriers settle the adds
+    // Pushed to every CTA before the barrier: loading them after it cost a DSMEM round trip.
+    if (threadIdx.x < split)
+        cluster_store_v4(cluster_map(&sh.cluster_counts[rank], threadIdx.x), make_uint4(cta >> TIE_BITS, cta & TIE_MASK, sh.nans, 0));
     cluster_sync();
     if (warp == 0) {
         u32 a = 0, t = 0, q = 0;
         if (lane < split) {
-            a = cluster_load_u32(cluster_map(&sh.counts[0], lane));
-            t = cluster_load_u32(cluster_map(&sh.counts[1], lane));
-            q = cluster_load_u32(cluster_map(&sh.counts[2], lane));
+            const uint4 c = sh.cluster_counts[lane];
+            a = c.x;
+            t = c.y;
+            q = c.z;
         }
         const u32 ties_needed = m - __reduce_add_sync(DS_FULL_MASK, a);
         const u32 ties_before = warp_inclusive_sum(t) - t;
@@ -197,29 +205,12 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS, 1) DS_ENTRY(const Param
         const bool any_nan = __any_sync(DS_FULL_MASK, q != 0);
         if (lane == 0) sh.has_nan = any_nan;
     }
-    // The others may still read this CTA's counts: its shared memory lives until the wait.
-    cluster_arrive();
     __syncthreads();
 
-    // 4. Winners by column order; each CTA's start plus its rank among its own winners.
-    u32 wins[V], win_rank[V];
-    u64 won = 0;
+    // 4. Winners by column order: the CTA's start, then the elements above K before this one
+    // and the ties before it, at most `take` of them.
     const u32 take = sh.take;
-#pragma unroll
-    for (int u = 0; u < V; ++u) {
-        wins[u] = 0;
-        if (!vec_bits(valid, u)) continue;
-        u32 r = tie_rank[u];
-#pragma unroll
-        for (int e = 0; e < DS_VEC; ++e) {
-            if (!bit(valid, u * DS_VEC + e)) continue;
-            const u32 key = key_of(x[u].b[e]) & mask;
-            const bool win = key > prefix || (key == prefix && r++ < take);
-            won |= (u64)win << (u * DS_VEC + e);
-            wins[u] += win;
-        }
-    }
-    const u32 cta_wins = slot_ranks<NT, V>(wins, win_rank, sh.warp_totals);
+    const u32 cta_wins = (cta >> TIE_BITS) + min(cta & TIE_MASK, take);
     const bool has_nan = sh.has_nan;
     const u32 start = sh.start;
     // The winners go to shared memory first: CTA 0's, to be sorted by value, or this CTA's own
@@ -229,14 +220,20 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS, 1) DS_ENTRY(const Param
     const u32 dst = by_value ? cluster_map(gathered, 0) : cluster_map(gathered, rank) - start * (u32)sizeof(u64);
 #pragma unroll
     for (int u = 0; u < V; ++u) {
-        u32 slot = start + win_rank[u];
+        if (!vec_bits(valid, u)) continue;
+        u32 a = start + (ranks[u] >> TIE_BITS), t = ranks[u] & TIE_MASK;
 #pragma unroll
-        for (int e = 0; e < DS_VEC; ++e)
-            if (bit(won, u * DS_VEC + e))
-                cluster_store_u64(dst + slot++ * (u32)sizeof(u64), make_comp(key_of(x[u].b[e]), vec_at(u) * DS_VEC + e - mis));
+        for (int e = 0; e < DS_VEC; ++e) {
+            if (!bit(valid, u * DS_VEC + e)) continue;
+            const u32 key = key_of(x[u].b[e]);
+            const bool is_above = (key & mask) > prefix, is_tie = (key & mask) == prefix;
+            if (is_above || (is_tie && t < take))
+                cluster_store_u64(dst + (a + min(t, take)) * (u32)sizeof(u64), make_comp(key, vec_at(u) * DS_VEC + e - mis));
+            a += is_above;
+            t += is_tie;
+        }
     }
     if (by_value) {
-        cluster_wait();
         cluster_sync();  // the winners have reached CTA 0
         if (rank == 0) sort_and_write<NT, KMAX>(p, gathered, m, k, row, xrow, has_nan);
         return;
@@ -249,5 +246,4 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS, 1) DS_ENTRY(const Param
     for (u32 i = (out.sentinel ? 0 : m) + rank * NT + threadIdx.x; i < k; i += split * NT)
         write_slot(p, out, i, false, 0, 0);
     if (has_nan && p.nan_flags && rank == 0 && threadIdx.x == 0) p.nan_flags[row] = 1;
-    cluster_wait();
 }

@@ -28,7 +28,7 @@ _BUFFER_SHORT = 64
 
 # Bytes of kernels_cu/topk_cluster.cu's Shared struct at 1024 threads (its GATHER_OFFSET), rounded
 # up; CTA 0's gather buffer of k rounded up to a power of two composites follows.
-_RADIX_SCRATCH_BYTES = 3456
+_RADIX_SCRATCH_BYTES = 37376
 
 # The most CTAs a row is split over: the largest (non-portable) cluster of the H100/H200.
 MAX_SPLIT = 16

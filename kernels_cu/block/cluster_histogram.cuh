@@ -1,23 +1,22 @@
 // The histogram merge of a radix select run by every CTA of a cluster (radix_digits' Hist):
-// each CTA counts its own elements, and every CTA picks the same digit from the cluster's sums.
+// each CTA counts its own elements and pushes its histogram, with its sums of 16 bins, into
+// every CTA's shared memory before the cluster barrier; after it, warp 0 of every CTA picks the
+// same digit from local copies. (Loading the others' histograms after the barrier cost a DSMEM
+// round trip, ~1,500 cycles on an H200, on top of the barrier.)
 #pragma once
 #include "block/cluster.cuh"
 #include "block/radix_select.cuh"
 
 // Most CTAs a cluster can have (the non-portable size; deepselect_rt/cuda/plan.py MAX_SPLIT).
 constexpr u32 MAX_CLUSTER = 16;
-// A CTA's histogram of one pass: 256 bins, then GROUPS sums of 16 bins each.
-constexpr u32 GROUPS = 16;
-constexpr u32 HIST_WORDS = 256 + GROUPS;
+// A CTA's histogram as pushed: 256 bins, then 16 sums of 16 bins each.
+constexpr u32 HIST_WORDS = 256 + 16;
 
-// The sum over CTAs [first, first + 8) of the cluster (those below `size`) of the word at `p`.
-__device__ __forceinline__ u32 cluster_sum8(const u32* p, u32 first, u32 size) {
-    u32 sum = 0;
-#pragma unroll
-    for (u32 c = 0; c < 8; ++c)
-        if (first + c < size) sum += cluster_load_u32(cluster_map(p, first + c));
-    return sum;
-}
+// Shared memory of the merge: this CTA's fill, and every CTA's histogram of a pass by parity.
+struct ClusterHistograms {
+    u32 fill[256];
+    u32 inbox[2][MAX_CLUSTER][HIST_WORDS];
+};
 
 // Lanes 0..15 hold n[i] for i from the top (i = 15 - lane); of those whose running sum from the
 // top, plus `base`, reaches `remaining`, the first: returns its lane; `before` gets base plus
@@ -34,55 +33,59 @@ __device__ __forceinline__ u32 first_reaching(u32 n, u32 base, u32 remaining, u3
 
 template <int NT>
 struct ClusterHistogram {
-    u32 (*own)[HIST_WORDS];  // this CTA's histograms, by pass parity, read by the whole cluster
-    u32 size;                // CTAs in the cluster
-    u32 passes = 0;          // passes merged so far, over every select run with this object
+    ClusterHistograms& sh;
+    u32 size;        // CTAs in the cluster
+    u32 rank;        // this CTA's rank in it
+    u32 passes = 0;  // passes merged so far, over every select run with this object
 
-    // Both buffers start zeroed; then pass p zeroes the other parity's buffer after its cluster
-    // barrier, which no CTA passes before it has read pass p - 1's. The parity runs on across
-    // selects, so one that stops after a pass cannot race the next.
+    // The fill histogram, zeroed: before the first pass here, later by the pick before it.
     __device__ __forceinline__ u32* begin(SelectScratch&) {
         if (passes == 0) {
-            for (u32 i = threadIdx.x; i < HIST_WORDS; i += NT) own[0][i] = own[1][i] = 0;
+            for (u32 i = threadIdx.x; i < 256; i += NT) sh.fill[i] = 0;
             __syncthreads();
         }
-        return own[passes & 1];
+        return sh.fill;
     }
 
-    // Warp 0 of every CTA picks the digit in two rounds of remote loads: the CTAs' sums of 16
-    // bins give the group holding the remaining-th largest, then that group's 16 bins of every
-    // CTA give the digit (every CTA loading all 256 bins of every CTA, 4096 remote loads a CTA,
-    // took ~2 us a pass on an H200). Lane l sums index 15 - l % 16 over CTAs l / 16 * 8 + [0, 8).
+    // Pass p pushes to inbox[p & 1]: a CTA pushes only after the barrier of pass p - 1, which no
+    // CTA passes before its warp 0 has read pass p - 2's inbox. The parity runs on across
+    // selects, so one that stops after a pass cannot race the next.
     __device__ __forceinline__ void pick(SelectScratch& s, u32 remaining) {
-        static_assert(MAX_CLUSTER == 16 && GROUPS == 16, "two half-warps of 8 CTAs; 16 groups of 16 bins");
-        u32* h = own[passes & 1];
+        static_assert(MAX_CLUSTER == 16, "two half-warps of 8 CTAs");
+        u32 (*inbox)[HIST_WORDS] = sh.inbox[passes & 1];
         const u32 lane = threadIdx.x & 31;
         __syncthreads();  // this CTA's histogram is complete
-        if (threadIdx.x < 32) {
-            const uint4 a = *reinterpret_cast<const uint4*>(h + 8 * lane);
-            const uint4 b = *reinterpret_cast<const uint4*>(h + 8 * lane + 4);
-            u32 sum = a.x + a.y + a.z + a.w + b.x + b.y + b.z + b.w;
-            sum += __shfl_xor_sync(DS_FULL_MASK, sum, 1);
-            if (!(lane & 1)) h[256 + lane / 2] = sum;
+        for (u32 t = threadIdx.x; t < 64 * size; t += NT)  // 64 vectors of 4 bins to each CTA
+            cluster_store_v4(cluster_map(&inbox[rank][4 * (t & 63)], t >> 6), reinterpret_cast<const uint4*>(sh.fill)[t & 63]);
+        if (threadIdx.x < 32) {  // the sums of 16 bins: lane l's group l % 16 to the CTAs c with c % 2 == l / 16
+            const uint4 a = reinterpret_cast<const uint4*>(sh.fill)[2 * lane];
+            const uint4 b = reinterpret_cast<const uint4*>(sh.fill)[2 * lane + 1];
+            const u32 eight = a.x + a.y + a.z + a.w + b.x + b.y + b.z + b.w;
+            const u32 g = lane & 15;
+            const u32 group = __shfl_sync(DS_FULL_MASK, eight, 2 * g) + __shfl_sync(DS_FULL_MASK, eight, 2 * g + 1);
+            for (u32 c = lane >> 4; c < size; c += 2) cluster_store_u32(cluster_map(&inbox[rank][256 + g], c), group);
         }
         cluster_sync();
         if (threadIdx.x < 32) {
+            // Lane l sums index 15 - l % 16 over CTAs l / 16 * 8 + [0, 8): first the group
+            // holding the remaining-th largest, then the digit among its bins.
             const u32 i = 15 - (lane & 15), first = (lane >> 4) * 8;
-            u32 n = cluster_sum8(h + 256 + i, first, size);
-            n += __shfl_xor_sync(DS_FULL_MASK, n, 16);
+            const auto sum8 = [&](u32 word) {
+                u32 n = 0;
+#pragma unroll
+                for (u32 c = 0; c < 8; ++c) n += first + c < size ? inbox[first + c][word] : 0;
+                return n + __shfl_xor_sync(DS_FULL_MASK, n, 16);
+            };
             u32 above, count;
-            const u32 group = 15 - first_reaching(n, 0, remaining, above, count);
-            n = cluster_sum8(h + 16 * group + i, first, size);
-            n += __shfl_xor_sync(DS_FULL_MASK, n, 16);
-            const u32 digit = 16 * group + 15 - first_reaching(n, above, remaining, above, count);
+            const u32 group = 15 - first_reaching(sum8(256 + i), 0, remaining, above, count);
+            const u32 digit = 16 * group + 15 - first_reaching(sum8(16 * group + i), above, remaining, above, count);
             if (lane == 0) {
                 s.digit = digit;
                 s.above = above;
                 s.bucket = count;
             }
         } else {
-            u32* next = own[(passes + 1) & 1];
-            for (u32 j = threadIdx.x - 32; j < HIST_WORDS; j += NT - 32) next[j] = 0;
+            for (u32 j = threadIdx.x - 32; j < 256; j += NT - 32) sh.fill[j] = 0;  // pushed before the barrier
         }
         ++passes;
         __syncthreads();
