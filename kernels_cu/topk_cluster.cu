@@ -54,6 +54,7 @@ __device__ __forceinline__ u32 vec_bits(u64 valid, int u) { return (u32)(valid >
 // cluster passes: every later pass then skips almost every element (1 x 1M bf16, k = 2048,
 // 64 a thread: the histograms of all elements cost most of the kernel's time).
 constexpr int PREFILTER_ELEMS = 32;
+constexpr bool PREFILTERED = V * DS_VEC >= PREFILTER_ELEMS;
 
 // A key at or below every element of v: the key of its packed maximum (the maximum of the two
 // halves' keys for the 16-bit dtypes). Not keys of the elements: those the compiler keeps
@@ -66,6 +67,13 @@ __device__ __forceinline__ u32 vec_top_key(const Vec& v) {
     return max(key_of((bits_t)w), key_of((bits_t)(w >> 16)));
 #endif
 }
+
+// Tiers of at most two vectors a thread turn their elements into keys once, after the load
+// (two at a time for the 16-bit dtypes); the larger ones, which prefilter on the raw values,
+// recompute them: kept as keys, their registers spilled (float32, 16 vectors: 464 bytes).
+constexpr bool KEYED = V <= 2;
+static_assert(!(KEYED && PREFILTERED), "the prefilter reads raw values");
+__device__ __forceinline__ u32 elem_key(const Vec& v, int e) { return KEYED ? (u32)v.b[e] : key_of(v.b[e]); }
 
 // Clears from `valid` the vectors whose elements are all below T0, a key at or below the row's
 // k-th largest: the cluster's threads' maxima at or above T0 number at least k, and they are
@@ -137,6 +145,9 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS, 1) DS_ENTRY(const Param
             }
         }
     }
+    if (KEYED)
+#pragma unroll
+        for (int u = 0; u < V; ++u) to_keys(x[u]);
     if (threadIdx.x == 0) sh.nans = 0;
     __syncthreads();
 
@@ -144,7 +155,7 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS, 1) DS_ENTRY(const Param
     Digits d{0, 0, m};
     if (n > k) {
         ClusterHistogram<NT> hist{sh.hist, split, rank};
-        if (V * DS_VEC >= PREFILTER_ELEMS && split * NT >= k) prefilter(x, valid, k, sh.sel, hist);
+        if (PREFILTERED && split * NT >= k) prefilter(x, valid, k, sh.sel, hist);
         d = radix_digits(DS_ELEM_BITS - 8, k, 0, sh.sel, hist, [&](u32* h, int shift, const Digits& dd) {
 #pragma unroll
             for (int u = 0; u < V; ++u) {
@@ -154,9 +165,12 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS, 1) DS_ENTRY(const Param
                 for (int e = 0; e < DS_VEC; ++e) {
                     // One shared atomic a lane: a warp_hist_add (match_any, then one add per bin)
                     // for each of a thread's elements cost more than the adds' serialisation.
-                    const u32 key = key_of(x[u].b[e]);
-                    if (bit(valid, u * DS_VEC + e) && (key & (u32)dd.mask) == (u32)dd.prefix)
-                        atomicAdd(&h[(key >> shift) & 255], 1u);
+                    const u32 key = elem_key(x[u], e), high = key & (u32)dd.mask;
+                    if (bit(valid, u * DS_VEC + e) && high == (u32)dd.prefix) atomicAdd(&h[(key >> shift) & 255], 1u);
+                    // Below the bucket: neither in a later bucket nor a winner, so the later
+                    // passes and steps 3 and 4 skip it (the prefilter has dropped most such
+                    // vectors of its tiers already; there the test measured slower).
+                    if (!PREFILTERED && high < (u32)dd.prefix) valid &= ~((u64)1 << (u * DS_VEC + e));
                 }
             }
         });
@@ -173,7 +187,7 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS, 1) DS_ENTRY(const Param
 #pragma unroll
         for (int e = 0; e < DS_VEC; ++e) {
             if (!bit(valid, u * DS_VEC + e)) continue;
-            const u32 key = key_of(x[u].b[e]);
+            const u32 key = elem_key(x[u], e);
             counts[u] += (u32)((key & mask) > prefix) << TIE_BITS | (u32)((key & mask) == prefix);
             nans += key == DS_KEY_NAN;
         }
@@ -225,7 +239,7 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS, 1) DS_ENTRY(const Param
 #pragma unroll
         for (int e = 0; e < DS_VEC; ++e) {
             if (!bit(valid, u * DS_VEC + e)) continue;
-            const u32 key = key_of(x[u].b[e]);
+            const u32 key = elem_key(x[u], e);
             const bool is_above = (key & mask) > prefix, is_tie = (key & mask) == prefix;
             if (is_above || (is_tie && t < take))
                 cluster_store_u64(dst + (a + min(t, take)) * (u32)sizeof(u64), make_comp(key, vec_at(u) * DS_VEC + e - mis));

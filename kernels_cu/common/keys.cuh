@@ -18,6 +18,23 @@ __device__ __forceinline__ u32 key_of(bits_t b) {
     return (x & DS_SIGN_BIT) ? (~x & DS_KEY_MASK) : (x | DS_SIGN_BIT);
 }
 
+// The keys of a vector's elements, in place (two at once for the 16-bit dtypes: the sign picks
+// the bits to flip, and a NaN half becomes all ones).
+__device__ __forceinline__ void to_keys(Vec& v) {
+    u32* w = reinterpret_cast<u32*>(&v.v);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+#if DS_DTYPE == 0
+        const u32 nan = (w[i] & 0x7fffffffu) > 0x7f800000u ? ~0u : 0u;
+        w[i] = (w[i] ^ ((u32)((int)w[i] >> 31) | 0x80000000u)) | nan;
+#else
+        const u32 neg = (w[i] >> 15) & 0x00010001u;
+        const u32 nan = __vcmpgtu2(w[i] & 0x7fff7fffu, DS_DTYPE == 2 ? 0x7f807f80u : 0x7c007c00u);
+        w[i] = (w[i] ^ (neg * 0x7fffu | 0x80008000u)) | nan;
+#endif
+    }
+}
+
 // Inverse of key_of for non-NaN keys (a NaN's payload is lost: callers gather NaN values).
 __device__ __forceinline__ bits_t bits_of_key(u32 key) {
     return (bits_t)((key & DS_SIGN_BIT) ? (key ^ DS_SIGN_BIT) : (~key & DS_KEY_MASK));
