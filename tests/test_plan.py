@@ -108,7 +108,7 @@ def test_radix_split_fits_the_sms_and_a_tier(rows, width, k, sms, dtype):
     assert 2 * s > P.MAX_SPLIT or 2 * rows * 2 * s > sms  # the largest allowed
     threads, vectors = P.radix_tier(dtype, span, s)
     assert threads * vectors * s >= span
-    assert (threads, vectors) != RADIX_TIERS[dtype][-1] or k >= P.LARGEST_TIER_MIN_K
+    assert (threads, vectors) != RADIX_TIERS[dtype][-1] or s == P.LARGEST_TIER_SPLIT
 
 
 def test_row_vectors_counts_the_partial_end_vectors():
@@ -129,10 +129,11 @@ def test_radix_split_for_the_decode_shapes_of_issue_5():
     assert P.radix_split(8, bf(131072), 2048, "bfloat16", 132) == 8
     assert P.radix_split(16, bf(131072), 512, "bfloat16", 132) == 4
     assert P.radix_split(32, bf(131072), 512, "bfloat16", 132) == 1  # 2 CTAs: the largest tier
-    assert P.radix_split(32, bf(131072), 2048, "bfloat16", 132) == 2
+    assert P.radix_split(32, bf(131072), 2048, "bfloat16", 132) == 1
     assert P.radix_split(1, bf(32768), 512, "bfloat16", 132) == 16
     assert P.radix_split(1, bf(1 << 20), 2048, "bfloat16", 132) == 16
-    assert P.radix_split(1, bf(1 << 20), 512, "bfloat16", 132) == 1
+    assert P.radix_split(1, bf(1 << 20), 512, "bfloat16", 132) == 16
+    assert P.radix_split(8, bf(1 << 20), 2048, "bfloat16", 132) == 1  # 8 CTAs: no tier holds 128K
     assert P.radix_tier("bfloat16", bf(1 << 20), 16) == (1024, 8)
     assert P.radix_split(8, bf(1 << 20), 2048, "bfloat16", 132) == 1  # 8 CTAs per row cannot hold it
     assert P.radix_split(1, P.row_vectors("float32", 129280), 512, "float32", 132) == 16

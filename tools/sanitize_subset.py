@@ -22,13 +22,15 @@ for dt in (torch.float32, torch.float16, torch.bfloat16):
         buf = torch.zeros(3, k + 3, dtype=torch.int64, device="cuda")
         deepselect_rt.topk(x, k, output_idx=buf[:, :k], return_value=False, nan_policy="sentinel")
 for how in ("radix", "cluster", "workspace"):
-    for split in (3, 16):
-        with backend.forced_split(split, how):
-            x = torch.randn(2, 70001, device="cuda").to(torch.bfloat16)
-            x[1, 5] = float("nan")
-            end = torch.tensor([70001, 900], dtype=torch.int32, device="cuda")
-            for k in (7, 2048):
-                deepselect_rt.topk(x[:, 1:], k, end=end, sorted=True, nan_policy="propagate")
-                deepselect_rt.topk(x[:, 1:], k, end=end, nan_policy="sentinel")
+    # float32 too for the radix select: its tiers of one and two vectors a thread hold keys.
+    for dt in (torch.bfloat16, torch.float32) if how == "radix" else (torch.bfloat16,):
+        for split in (3, 16):
+            with backend.forced_split(split, how):
+                x = torch.randn(2, 70001, device="cuda").to(dt)
+                x[1, 5] = float("nan")
+                end = torch.tensor([70001, 900], dtype=torch.int32, device="cuda")
+                for k in (7, 2048):
+                    deepselect_rt.topk(x[:, 1:], k, end=end, sorted=True, nan_policy="propagate")
+                    deepselect_rt.topk(x[:, 1:], k, end=end, nan_policy="sentinel")
 torch.cuda.synchronize()
 print("sanitize subset done", np.__version__)

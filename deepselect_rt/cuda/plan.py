@@ -37,8 +37,10 @@ MAX_SPLIT = 16
 # split saves.
 MIN_SLICE = 8192
 SLICE_PER_K = 8
-# The smallest k for which the radix select's largest tier beat the streaming kernel.
-LARGEST_TIER_MIN_K = 2048
+# The radix select's largest tier (64 elements a thread) serves only rows split this wide: on
+# the H200 it beat the streaming kernel at 16 CTAs a row (1 x 1M bf16: 33 vs 46 us at k = 512,
+# 42 vs 86 us at k = 2048) and lost at 2 (32 x 128K: 49 vs 36 us, 55 vs 47 us).
+LARGEST_TIER_SPLIT = MAX_SPLIT
 
 
 @dataclass(frozen=True)
@@ -117,9 +119,8 @@ def radix_split(rows: int, vectors: int, k: int, dtype: str, sm_count: int) -> i
     the largest power of two <= MAX_SPLIT keeping rows x split within half the SMs (more
     clusters than that did not run at once: 8 x 16 CTAs took twice 4 x 16's time); rows of at
     least two of the smallest tier's CTAs (narrower ones are unmeasured); and the largest tier,
-    64 elements a thread, only for k >= 2048, where it beat the streaming kernel (1 x 1M: 95 us
-    vs 130 us at k = 2048, but 95 vs 66 at k = 512). k beyond the streaming kernel takes the
-    any-k kernel."""
+    64 elements a thread, only at LARGEST_TIER_SPLIT CTAs a row. k beyond the streaming kernel
+    takes the any-k kernel."""
     if k > STREAM_KMAX[-1] or vectors < 2 * RADIX_TIERS[dtype][0][0]:
         return 1
     most = min(MAX_SPLIT, sm_count // 2 // rows)
@@ -127,7 +128,7 @@ def radix_split(rows: int, vectors: int, k: int, dtype: str, sm_count: int) -> i
         return 1
     split = _floor_pow2(most)
     tier = radix_tier(dtype, vectors, split)
-    if tier is None or (tier == RADIX_TIERS[dtype][-1] and k < LARGEST_TIER_MIN_K):
+    if tier is None or (tier == RADIX_TIERS[dtype][-1] and split < LARGEST_TIER_SPLIT):
         return 1
     return split
 
