@@ -143,6 +143,20 @@ def test_radix_rows_filling_each_tier(dtype, tier):
         assert (split, vectors) in _radix_plans()
 
 
+def test_radix_plans_of_several_shared_memory_sizes():
+    # One radix variant serves every k, and with sorted=True its gather buffer grows with k past
+    # the 48 KiB a kernel gets without opting in (k = 4096: 70 KiB). A smaller plan prepared
+    # after a larger one once lowered the kernel's limit under it: the next launch of the
+    # larger one failed with CUDA_ERROR_INVALID_VALUE.
+    if not _has_clusters():
+        pytest.skip("this GPU has no thread-block clusters")
+    backend.forget_plans()  # prepare them again, in this order
+    x = distributions.make("normal", 4, 70001, "bfloat16", seed=5)
+    for k in (4096, 2048, 4096, 512, 4096):
+        check(x, k, sorted=True)
+    assert len({tier for split, tier in _radix_plans() if split == 16}) == 1  # one variant, three plans
+
+
 def test_radix_handles_ties_across_ctas():
     # Every element equal: the k winners are the k lowest columns, taken across CTAs.
     if not _has_clusters():

@@ -8,6 +8,7 @@ framework, ordered on the launch stream).
 
 from __future__ import annotations
 
+import threading
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
@@ -38,6 +39,9 @@ class _Ready:
 
 _ready: dict[tuple, _Ready] = {}
 _limits: dict[int, DeviceLimits] = {}
+# The dynamic shared memory each (device, variant)'s kernel is allowed so far, bytes (see _load).
+_smem_allowed: dict[tuple, int] = {}
+_smem_lock = threading.Lock()
 _forced: tuple[int, str] | None = None
 _epoch = 0  # changes whenever forced_split or forget_plans changes the plans; repeat launches check it
 
@@ -81,8 +85,13 @@ def device_limits(device: int) -> DeviceLimits:
 
 def _load(device: int, variant, smem: int):
     kernel = module.get_kernel(device, variant)
-    if smem > _STATIC_SMEM_LIMIT:
-        _set_attribute(device, kernel, "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES", smem)
+    # One variant serves plans of several sizes (the radix select's gather buffer grows with k),
+    # and the attribute belongs to the kernel: it only ever rises, so that a smaller plan never
+    # lowers it under a larger one prepared before (the launch then fails: invalid value).
+    with _smem_lock:
+        if smem > max(_STATIC_SMEM_LIMIT, _smem_allowed.get((device, variant), 0)):
+            _set_attribute(device, kernel, "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES", smem)
+            _smem_allowed[(device, variant)] = smem
     return kernel
 
 
