@@ -216,5 +216,15 @@ def get_kernel(device_ordinal: int, variant: Variant, cache=None):
         return kernel
 
 
+def kernel_global(device_ordinal: int, variant: Variant, name: str) -> tuple[int, int]:
+    """(device address, bytes) of the ``__device__`` variable ``name`` in the loaded ``variant``
+    (for instrumented copies of the kernels in tools/). Raises KeyError when the variant is not
+    loaded on that device, RuntimeError (the driver's error) when it has no such variable."""
+    with _lock:
+        library = _kernels[(device_ordinal, variant)][0]
+    ptr, size = check(_driver().cuLibraryGetGlobal(library, name.encode()), f"cuLibraryGetGlobal({name})")
+    return int(ptr), int(size)
+
+
 __all__ = ["DeviceInfo", "check", "init", "device_count", "device_info", "device_arch",
-           "native_arch", "probe", "get_kernel"]
+           "native_arch", "probe", "get_kernel", "kernel_global"]

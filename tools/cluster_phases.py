@@ -1,0 +1,201 @@
+"""Where the time of the cluster radix select goes (issue 5), for the few-row shapes that take it:
+
+    python tools/cluster_phases.py                 # GPU us under graph replay, cold L2
+    python tools/cluster_phases.py --phases        # and cycles per step, from clock64 marks
+    python tools/cluster_phases.py --dists         # skewed rows against normal ones
+    python tools/cluster_phases.py --tree /tmp/base --json base.json   # another tree, to compare
+
+--phases times a copy of the kernels (in a temporary folder) that carries marks: at each one
+every thread meets a __syncthreads, then thread 0 of each CTA stores clock64 and %globaltimer to
+a __device__ array, read back after the call. A step's cycles are the median over calls of the
+median over CTAs (and the median of the slowest CTA); the marks' barriers add ~100 cycles a step
+and make the graph times of that run a little longer. The marks go in by text replacement at
+anchors in kernels_cu/topk_cluster.cu and kernels_cu/block/cluster_histogram.cuh: an edit that
+removes an anchor stops the tool with the anchor's text.
+
+bf16 unless said, int32 indices, no values, nan_policy="sentinel", sorted=False. GPU only;
+prints tables."""
+
+import argparse
+import atexit
+import json
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+CHECKOUT = Path(__file__).resolve().parents[1]
+parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+parser.add_argument("--tree", type=Path, default=CHECKOUT,
+                    help="source tree whose deepselect_rt to time (default: this checkout)")
+parser.add_argument("--phases", action="store_true", help="also report the cycles of each step")
+parser.add_argument("--dists", action="store_true", help="time skewed distributions against normal rows")
+parser.add_argument("--json", type=Path, help="write the results here")
+args = parser.parse_args()
+
+# Marks: (name, anchor, text that replaces it). Mark i is written at slot i; pass p of a select
+# writes 16 + 4p (fill done), 17 + 4p (pushed), 18 + 4p (after the barrier), 19 + 4p (picked).
+MARK_HOOK = r"""
+__device__ unsigned long long ds_phase[128 * 128];
+__device__ __forceinline__ void ds_mark(int i) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        unsigned long long g;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g));
+        ds_phase[blockIdx.x * 128 + i] = clock64();
+        ds_phase[blockIdx.x * 128 + 64 + i] = g;
+    }
+}
+#define DS_MARK(i) ds_mark(i)
+"""
+EDITS = {
+    "kernels_cu/topk_cluster.cu": [
+        ('#include "common/params.cuh"\n', MARK_HOOK + '#include "common/params.cuh"\n'),
+        ("    u64* gathered = reinterpret_cast<u64*>(smem_raw + GATHER_OFFSET);\n",
+         "    u64* gathered = reinterpret_cast<u64*>(smem_raw + GATHER_OFFSET);\n    DS_MARK(0);\n"),
+        ("    if (threadIdx.x == 0) sh.nans = 0;\n    __syncthreads();\n",
+         "    if (threadIdx.x == 0) sh.nans = 0;\n    __syncthreads();\n    DS_MARK(2);\n"),
+        ("    const u32 prefix = (u32)d.prefix, mask = (u32)d.mask;\n",
+         "    const u32 prefix = (u32)d.prefix, mask = (u32)d.mask;\n    DS_MARK(3);\n"),
+        ("    cluster_sync();\n    if (warp == 0) {", "    DS_MARK(10);\n    cluster_sync();\n    DS_MARK(4);\n    if (warp == 0) {"),
+        ("        if (lane == 0) sh.has_nan = any_nan;\n    }\n    __syncthreads();\n",
+         "        if (lane == 0) sh.has_nan = any_nan;\n    }\n    __syncthreads();\n    DS_MARK(5);\n"),
+        ("    if (by_value) {\n", "    DS_MARK(6);\n    if (by_value) {\n"),
+        ("p.nan_flags[row] = 1;\n}", "p.nan_flags[row] = 1;\n    DS_MARK(8);\n}"),
+    ],
+    "kernels_cu/block/cluster_histogram.cuh": [
+        ("#pragma once\n", "#pragma once\n#ifndef DS_MARK\n#define DS_MARK(i)\n#endif\n"),
+        ("        __syncthreads();  // this CTA's histogram is complete\n",
+         "        __syncthreads();  // this CTA's histogram is complete\n        DS_MARK(16 + 4 * passes);\n"),
+        ("        cluster_sync();\n        if (threadIdx.x < 32) {\n",
+         "        DS_MARK(17 + 4 * passes);\n        cluster_sync();\n        DS_MARK(18 + 4 * passes);\n"
+         "        if (threadIdx.x < 32) {\n"),
+        ("        ++passes;\n        __syncthreads();\n",
+         "        ++passes;\n        __syncthreads();\n        DS_MARK(19 + 4 * (passes - 1));\n"),
+    ],
+}
+
+
+def marked_copy(tree: Path) -> Path:
+    """A copy of ``tree``'s package and kernels with the marks put in."""
+    dest = Path(tempfile.mkdtemp(prefix="ds-phases-"))
+    atexit.register(shutil.rmtree, dest, True)
+    for folder in ("deepselect_rt", "kernels_cu", "cache"):
+        if (tree / folder).exists():
+            shutil.copytree(tree / folder, dest / folder)
+    for name, edits in EDITS.items():
+        path = dest / name
+        text = path.read_text()
+        for anchor, replacement in edits:
+            if text.count(anchor) != 1:
+                sys.exit(f"tools/cluster_phases.py: {name} no longer has this anchor once:\n{anchor}")
+            text = text.replace(anchor, replacement)
+        path.write_text(text)
+    return dest
+
+
+tree = marked_copy(args.tree.resolve()) if args.phases else args.tree.resolve()
+sys.path.insert(0, str(tree))
+
+try:
+    import torch
+except ImportError:
+    torch = None
+if torch is None or not torch.cuda.is_available():
+    sys.exit("tools/cluster_phases.py needs an NVIDIA GPU and torch with CUDA (it times with CUDA events)")
+
+import numpy as np  # noqa: E402
+from cuda.bindings import driver  # noqa: E402
+from rich.console import Console  # noqa: E402
+from rich.table import Table  # noqa: E402
+
+import deepselect_rt  # noqa: E402
+from deepselect_rt import bench, distributions  # noqa: E402
+from deepselect_rt.cuda import backend, module  # noqa: E402
+from deepselect_rt.cuda.plan import choose_split, radix_tier, row_vectors  # noqa: E402
+from deepselect_rt.cuda.variants import SPLIT_RADIX, radix_variant  # noqa: E402
+
+SHAPES = [("bfloat16", 1, 131072, 512), ("bfloat16", 1, 131072, 2048), ("bfloat16", 8, 131072, 2048),
+          ("bfloat16", 1, 1 << 20, 2048), ("float32", 1, 129280, 512)]
+DISTS = ("normal", "all_equal", "few_distinct", "ascending", "few_finite")
+CALLS = 15
+flush = torch.empty(bench.FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
+console = Console()
+results = {"tree": str(args.tree), "graph_us": {}, "phases": {}, "dists": {}}
+
+
+def label(dtype, rows, width, k):
+    return f"{dtype} {rows}x{width} k={k}"
+
+
+def topk_call(x, k):
+    idx = torch.empty(x.shape[0], k, dtype=torch.int32, device="cuda")
+    return lambda: deepselect_rt.topk(x, k, output_idx=idx, indices_type="int32", return_value=False,
+                                      nan_policy="sentinel")
+
+
+def step_cycles(dtype, rows, width, k, fn):
+    """{step: (median cycles, slowest CTA's)} from the marks of CALLS cold calls."""
+    split, how = choose_split(rows, width, row_vectors(dtype, width), k, dtype, backend.device_limits(0))
+    if how != SPLIT_RADIX:
+        return {}
+    variant = radix_variant(dtype, *radix_tier(dtype, row_vectors(dtype, width), split))
+    ptr, size = module.kernel_global(0, variant, "ds_phase")
+    runs = []
+    for _ in range(CALLS):
+        flush.zero_()
+        fn()
+        torch.cuda.synchronize()
+        buf = torch.empty(size // 8, dtype=torch.int64)
+        module.check(driver.cuMemcpyDtoH(buf.data_ptr(), ptr, size), "cuMemcpyDtoH")
+        runs.append(buf.numpy().reshape(128, 128)[: rows * split, :64].copy())
+    marks = np.stack(runs)  # calls x CTAs x slots: clock64 at each mark
+    passes = [p for p in range(12) if (marks[:, :, 19 + 4 * p] != 0).all()]
+    order = [("load", 2)]
+    for p in passes:
+        order += [(f"pass {p + 1} fill", 16 + 4 * p), (f"pass {p + 1} push", 17 + 4 * p),
+                  (f"pass {p + 1} barrier", 18 + 4 * p), (f"pass {p + 1} pick", 19 + 4 * p)]
+    order += [("counts, ranks", 10), ("counts barrier", 4), ("take, start", 5), ("winners to shared", 6),
+              ("output", 8)]
+    out, prev = {}, 0
+    for name, slot in order:
+        delta = marks[:, :, slot] - marks[:, :, prev]
+        out[name] = (float(np.median(np.median(delta, axis=1))), float(np.median(delta.max(axis=1))))
+        prev = slot
+    total = marks[:, :, 8] - marks[:, :, 0]
+    out["total"] = (float(np.median(np.median(total, axis=1))), float(np.median(total.max(axis=1))))
+    return out
+
+
+graph_table = Table("shape", "rule", "graph us", title=f"cluster radix select, deepselect_rt of {args.tree}"
+                    + (" (with marks)" if args.phases else ""))
+for dtype, rows, width, k in SHAPES:
+    x = torch.randn(rows, width, device="cuda").to(getattr(torch, dtype))
+    fn = topk_call(x, k)
+    us = bench._time_graph(torch, fn, flush, 50)
+    split, how = choose_split(rows, width, row_vectors(dtype, width), k, dtype, backend.device_limits(0))
+    results["graph_us"][label(dtype, rows, width, k)] = us
+    graph_table.add_row(label(dtype, rows, width, k), f"{how or 'stream'} {split}", f"{us:.1f}")
+    if args.phases:
+        results["phases"][label(dtype, rows, width, k)] = step_cycles(dtype, rows, width, k, fn)
+console.print(graph_table)
+
+for shape, steps in results["phases"].items():
+    table = Table("step", "cycles (median CTA)", "cycles (slowest CTA)", title=f"{shape}: clock64 per step")
+    for step, (med, slowest) in steps.items():
+        table.add_row(step, f"{med:.0f}", f"{slowest:.0f}")
+    console.print(table)
+
+if args.dists:
+    table = Table("shape", *DISTS, title="graph us by distribution (cold L2)")
+    for dtype, rows, width, k in SHAPES:
+        row = {}
+        for dist in DISTS:
+            x = torch.from_numpy(distributions.make(dist, rows, width, "float32", seed=1)).cuda().to(getattr(torch, dtype))
+            row[dist] = bench._time_graph(torch, topk_call(x, k), flush, 30)
+        results["dists"][label(dtype, rows, width, k)] = row
+        table.add_row(label(dtype, rows, width, k), *[f"{row[d]:.1f}" for d in DISTS])
+    console.print(table)
+
+if args.json:
+    args.json.write_text(json.dumps(results, indent=1))
