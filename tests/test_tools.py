@@ -56,3 +56,12 @@ def test_device_check_script():
         result = subprocess.run(["bash", script], capture_output=True, text=True, timeout=60)
         assert result.returncode == 1 and "needs an NVIDIA GPU" in result.stderr
 
+
+
+@pytest.mark.parametrize("args", [["make_samples.py", "/nonexistent"], ["inspect_wheel.py", "/nonexistent.whl"],
+                                  ["gpu_tool.py"]], ids=str)
+def test_missing_inputs_one_line(args):
+    name, *rest = args
+    result = run(str(TOOLS / name), *rest)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and name in result.stderr

@@ -27,3 +27,7 @@ def start(name: str, args: argparse.ArgumentParser) -> argparse.Namespace:
     except BackendUnavailableError as exc:
         sys.exit(str(exc))
     return parsed
+
+
+if __name__ == "__main__":
+    sys.exit("tools/gpu_tool.py is the shared start of the GPU tools in tools/, not a tool: run one of them")

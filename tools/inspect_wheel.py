@@ -77,4 +77,7 @@ def main(path: str) -> int:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("wheel", help="the built wheel, e.g. dist/deepselect_rt-*.whl")
-    sys.exit(main(parser.parse_args().wheel))
+    wheel = parser.parse_args().wheel
+    if not Path(wheel).is_file():
+        sys.exit(f"tools/inspect_wheel.py: no wheel at {wheel} (build one: python -m build --wheel)")
+    sys.exit(main(wheel))

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -85,4 +86,9 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("fixtures", nargs="?", type=Path, default=REPO.parent / "shared" / "fixtures",
                         help="the fixtures folder (default ../shared/fixtures)")
-    main(parser.parse_args().fixtures)
+    fixtures = parser.parse_args().fixtures
+    missing = [name for name in SOURCES if not (fixtures / name).is_file()]
+    if missing:
+        sys.exit(f"tools/make_samples.py: {fixtures} lacks the fixtures {', '.join(missing)} "
+                 "(pass the fixtures folder as the argument)")
+    main(fixtures)
