@@ -106,7 +106,13 @@ def _print_layers(out, cache, entries) -> None:
         table.add_row(layer.kind, str(layer.path), "yes" if layer.writable else "no",
                       str(len(mine)), config.format_size(sum(e.disk_bytes for e in mine)))
     out.print(table)
-    # A mistyped DEEPSELECT_RT_CACHE_PATH part would otherwise just be absent from the table.
+    _print_skipped_paths(out)
+
+
+def _print_skipped_paths(out) -> None:
+    # A mistyped DEEPSELECT_RT_CACHE_PATH part would otherwise just be absent from the layers.
+    from . import config
+
     for path in config.extra_cache_paths():
         if not path.is_dir():
             out.print(f"{config.ENV_CACHE_PATH}: {path} is not a folder; skipped", markup=False)
@@ -269,6 +275,7 @@ def _cache_list(args, out, err) -> int:
     for layer in cache.layers():
         out.print(f"{layer.kind}: {layer.path}" + ("" if layer.writable or layer.kind != "user"
                                                    else " (not writable)"), markup=False)
+    _print_skipped_paths(out)
     return 0
 
 

@@ -61,10 +61,11 @@ def _env(name: str) -> str | None:
 
 
 def writable_cache_root() -> Path:
-    """The root the cache writes to (it may turn out not to be writable: see ``cache.py``)."""
+    """The root the cache writes to (it may turn out not to be writable: see ``cache.py``). A
+    relative ``DEEPSELECT_RT_CACHE_DIR`` is taken from the current folder, made absolute."""
     explicit = _env(ENV_CACHE_DIR)
     if explicit:
-        return Path(explicit).expanduser()
+        return Path(explicit).expanduser().absolute()
     import platformdirs
 
     return Path(platformdirs.user_cache_dir(APP_NAME, appauthor=False))

@@ -54,10 +54,17 @@ def test_info_runs_without_gpu(cache_env):
         assert "backend: none" in out
 
 
-def test_info_names_a_cache_path_that_is_not_a_folder(capsys, cache_env, monkeypatch, tmp_path):
+@pytest.mark.parametrize("command", [["info"], ["cache", "list"]])
+def test_a_cache_path_that_is_not_a_folder_is_named(capsys, cache_env, monkeypatch, tmp_path, command):
     monkeypatch.setenv("DEEPSELECT_RT_CACHE_PATH", str(tmp_path / "mistyped"))
-    rc, out, _ = main(capsys, "info")
+    rc, out, _ = main(capsys, *command)
     assert rc == 0 and f"{tmp_path / 'mistyped'} is not a folder" in out.replace("\n", "")
+
+
+def test_a_relative_cache_dir_is_made_absolute(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DEEPSELECT_RT_CACHE_DIR", "relative/dir")
+    assert config.writable_cache_root() == tmp_path / "relative" / "dir"
 
 
 def test_info_shows_cached_variants(capsys, cache_env):
