@@ -4,7 +4,8 @@
 set -u
 usage="usage: bash tools/device_check.sh [quick|full]  (GPU machine; results under \$OUT, default /tmp/out)
   quick: tests/test_gpu_topk.py (or \$PYTEST_ARGS) and bench --quick
-  full:  the same, memcheck and racecheck of tools/sanitize_subset.py, and the whole bench grid"
+  full:  the same, memcheck and racecheck of tools/sanitize_subset.py (whole logs kept under
+         \$OUT), and the whole bench grid"
 mode=${1:-quick}
 case "$mode" in
   quick|full) ;;
@@ -26,7 +27,10 @@ git rev-parse --short HEAD 2>/dev/null | tee -a "$OUT/gpu.txt"
 python3 -m pytest -m gpu -q --maxfail=8 --tb=short -p no:cacheprovider ${PYTEST_ARGS:-tests/test_gpu_topk.py} 2>&1 | tee "$OUT/pytest_gpu.log" | tail -25
 
 if [ "$mode" = full ]; then
-  compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 python3 tools/sanitize_subset.py 2>&1 | tail -5 | tee "$OUT/memcheck.log"
-  compute-sanitizer --tool racecheck --report-api-errors no --error-exitcode 9 python3 tools/sanitize_subset.py 2>&1 | tail -5 | tee "$OUT/racecheck.log"
+  # Whole logs under $OUT, their ends printed: a report cut off by a time limit stays readable.
+  compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 python3 tools/sanitize_subset.py > "$OUT/memcheck.log" 2>&1
+  echo "memcheck exit $?"; tail -5 "$OUT/memcheck.log"
+  compute-sanitizer --tool racecheck --report-api-errors no --error-exitcode 9 python3 tools/sanitize_subset.py > "$OUT/racecheck.log" 2>&1
+  echo "racecheck exit $?"; tail -5 "$OUT/racecheck.log"
 fi
 python3 tools/bench.py --${mode} --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log" | tail -60
