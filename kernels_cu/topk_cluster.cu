@@ -32,7 +32,7 @@ static_assert(V * DS_VEC <= 64, "one 64-bit mask per thread marks its elements")
 
 struct Shared {
     ClusterHistograms hist;
-    SelectScratch sel;  // the cluster's histogram and the digit picked from it
+    SelectScratch sel;  // the digit each pass picks (its histogram is unused: the cluster's are in hist)
     u32 warp_totals[NT / 32];
     u32 nans;          // this CTA's NaN
     uint4 cluster_counts[MAX_CLUSTER];  // every CTA's elements above K, equal to K, NaN, pushed by it
