@@ -103,6 +103,7 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS, 1) DS_ENTRY(const Param
     extern __shared__ __align__(16) unsigned char smem_raw[];
     Shared& sh = *reinterpret_cast<Shared*>(smem_raw);
     u64* gathered = reinterpret_cast<u64*>(smem_raw + GATHER_OFFSET);
+    cluster_arrive_relaxed();
     const u32 split = (u32)p.split;
     const i64 row = blockIdx.x / split;
     const u32 rank = blockIdx.x % split;
@@ -150,6 +151,7 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS, 1) DS_ENTRY(const Param
         for (int u = 0; u < V; ++u) to_keys(x[u]);
     if (threadIdx.x == 0) sh.nans = 0;
     __syncthreads();
+    cluster_wait();  // every CTA of the cluster has started: stores to its shared memory may begin
 
     // 2. The digits of K (none when the row has at most k elements: all are taken).
     Digits d{0, 0, m};

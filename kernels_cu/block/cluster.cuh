@@ -10,6 +10,11 @@
 __device__ __forceinline__ void cluster_arrive() { asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory"); }
 __device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory"); }
 
+// An arrival that releases nothing: a CTA's first, whose wait shows only that every CTA of the
+// cluster has started. Before that another CTA's shared memory may not be there to store to
+// (compute-sanitizer's racecheck flags such stores).
+__device__ __forceinline__ void cluster_arrive_relaxed() { asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory"); }
+
 __device__ __forceinline__ void cluster_sync() {
     cluster_arrive();
     cluster_wait();
