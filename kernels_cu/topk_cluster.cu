@@ -5,7 +5,8 @@
 //   1. Each CTA loads its slice of the row once: DS_VECS 16-byte vectors per thread, each warp
 //      a contiguous run of the row (so columns follow (warp, vector, lane, element)).
 //   2. Threads holding 32 or more elements first select over their maxima for a bound T0 and
-//      drop the vectors entirely below it (prefilter), so the passes below skip most of them.
+//      drop the vectors entirely below it (prefilter); the vectors left, as keys, move through
+//      shared memory to the first threads (compact), so the passes below skip most warps.
 //      Per digit: each CTA histograms its elements still in the bucket, the cluster sums the
 //      histograms through distributed shared memory, every CTA picks the same digit. The end is
 //      the key K of the k-th largest (or a prefix of it that no other element shares).
@@ -43,8 +44,6 @@ struct Shared {
 // ties (at most 1024 x 64 elements).
 constexpr u32 TIE_BITS = 20, TIE_MASK = (1u << TIE_BITS) - 1;
 static_assert(KMAX <= (1u << (32 - TIE_BITS)) && NT * V * DS_VEC <= TIE_MASK, "counts fit their fields");
-// CTA 0's winners when sorting by value, after Shared: k rounded up to a power of two.
-constexpr u32 GATHER_OFFSET = (sizeof(Shared) + 15) / 16 * 16;
 
 __device__ __forceinline__ bool bit(u64 mask, int i) { return (mask >> i) & 1; }
 // The valid bits of this thread's vector u.
@@ -53,8 +52,18 @@ __device__ __forceinline__ u32 vec_bits(u64 valid, int u) { return (u32)(valid >
 // Elements a thread holds from which a first select over the threads' maxima pays for its
 // cluster passes: every later pass then skips almost every element (1 x 1M bf16, k = 2048,
 // 64 a thread: the histograms of all elements cost most of the kernel's time).
+// (deepselect_rt/cuda/plan.py's RADIX_COMPACT_ELEMS: these tiers need the shared memory below.)
 constexpr int PREFILTER_ELEMS = 32;
 constexpr bool PREFILTERED = V * DS_VEC >= PREFILTER_ELEMS;
+
+// Shared memory after Shared: the prefiltered tiers' candidates (their vector offsets in the
+// CTA's slice, then their keys), then the gather buffer (k composites, rounded up to a power of
+// two: CTA 0's winners when sorting by value).
+constexpr u32 CANDIDATES = PREFILTERED ? NT * V : 0;
+constexpr u32 COLS_OFFSET = (sizeof(Shared) + 15) / 16 * 16;
+constexpr u32 KEYS_OFFSET = COLS_OFFSET + (CANDIDATES * (u32)sizeof(u16) + 15) / 16 * 16;
+constexpr u32 GATHER_OFFSET = KEYS_OFFSET + CANDIDATES * (u32)sizeof(uint4);
+static_assert(COLS_OFFSET <= 37376, "deepselect_rt/cuda/plan.py's _RADIX_SCRATCH_BYTES covers Shared");
 
 // A key at or below every element of v: the key of its packed maximum (the maximum of the two
 // halves' keys for the 16-bit dtypes). Not keys of the elements: those the compiler keeps
@@ -69,10 +78,10 @@ __device__ __forceinline__ u32 vec_top_key(const Vec& v) {
 }
 
 // Tiers of at most two vectors a thread turn their elements into keys once, after the load
-// (two at a time for the 16-bit dtypes); the larger ones, which prefilter on the raw values,
-// recompute them: kept as keys, their registers spilled (float32, 16 vectors: 464 bytes).
-constexpr bool KEYED = V <= 2;
-static_assert(!(KEYED && PREFILTERED), "the prefilter reads raw values");
+// (two at a time for the 16-bit dtypes), the prefiltered ones when they compact (the prefilter
+// reads raw values). The float32 four-vector tier recomputes them (held as keys, they spill).
+constexpr bool KEYS_AT_LOAD = V <= 2;
+constexpr bool KEYED = KEYS_AT_LOAD || PREFILTERED;
 __device__ __forceinline__ u32 elem_key(const Vec& v, int e) { return KEYED ? (u32)v.b[e] : key_of(v.b[e]); }
 
 // Clears from `valid` the vectors whose elements are all below T0, a key at or below the row's
@@ -84,7 +93,7 @@ __device__ __forceinline__ u32 elem_key(const Vec& v, int e) { return KEYED ? (u
 // sees every element at or above T0, so it finds the same K; whole vectors are cleared, and
 // the elements below T0 left in a kept vector are selected over like any other.
 template <class Hist>
-__device__ __forceinline__ void prefilter(const Vec (&x)[V], u64& valid, u32 k, SelectScratch& sel, Hist& hist) {
+__device__ __forceinline__ u32 prefilter(const Vec (&x)[V], u64& valid, u32 k, SelectScratch& sel, Hist& hist) {
     u32 word = DS_NEG_INF_WORD;
 #pragma unroll
     for (int u = 0; u < V; ++u) word = max2_nan(word, vec_max(x[u]));
@@ -97,12 +106,55 @@ __device__ __forceinline__ void prefilter(const Vec (&x)[V], u64& valid, u32 k, 
 #pragma unroll
     for (int u = 0; u < V; ++u)
         if (vec_top_key(x[u]) < t0) valid &= ~((u64)((1u << DS_VEC) - 1) << (u * DS_VEC));
+    return t0;
+}
+
+// The prefiltered tiers' vectors left in `valid` become keys, with key 0 (a NaN's pattern, no
+// element's key) for their elements outside the row or below t0 (below K: neither winners nor
+// in K's bucket), and move to shared memory in column order: keys[i] and cols[i] (its vector
+// offset in the CTA's slice). From then on slot u of lane l of warp w is candidate
+// (w x rounds + u) x 32 + l, rounds = ceil(count / NT): slot_ranks' column order still holds,
+// and the few vectors left (1M-element rows, k = 2048: ~2,500 of 131,072) fill a few warps a
+// CTA, one slot each, where each later pass, the counts and the winners went over all 64
+// elements of every thread. `valid` becomes the candidates' (nonzero keys). Returns rounds.
+__device__ __forceinline__ u32 compact(const Vec (&x)[V], u64& valid, u32 t0, uint4* keys, u16* cols, u32* warp_totals) {
+    const u32 lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    u32 kept[V], pos[V];
+#pragma unroll
+    for (int u = 0; u < V; ++u) kept[u] = vec_bits(valid, u) != 0;
+    const u32 count = slot_ranks<NT, V>(kept, pos, warp_totals);
+#pragma unroll
+    for (int u = 0; u < V; ++u) {
+        if (!kept[u]) continue;
+        Vec kv = x[u];
+        to_keys(kv);
+#pragma unroll
+        for (int e = 0; e < DS_VEC; ++e)
+            if (!bit(valid, u * DS_VEC + e) || kv.b[e] < t0) kv.b[e] = 0;
+        keys[pos[u]] = kv.v;
+        cols[pos[u]] = (u16)(((warp * V + u) << 5) + lane);
+    }
+    __syncthreads();
+    const u32 rounds = (count + NT - 1) / NT;
+    valid = 0;
+#pragma unroll
+    for (int u = 0; u < V; ++u) {
+        const u32 i = (warp * rounds + u) * 32 + lane;
+        if (u >= rounds || i >= count) continue;
+        Vec kv;
+        kv.v = keys[i];
+#pragma unroll
+        for (int e = 0; e < DS_VEC; ++e) valid |= (u64)(kv.b[e] != 0) << (u * DS_VEC + e);
+    }
+    return rounds;
 }
 
 extern "C" __global__ void __launch_bounds__(DS_THREADS, 1) DS_ENTRY(const Params p) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     Shared& sh = *reinterpret_cast<Shared*>(smem_raw);
     u64* gathered = reinterpret_cast<u64*>(smem_raw + GATHER_OFFSET);
+    uint4* candidate_keys = reinterpret_cast<uint4*>(smem_raw + KEYS_OFFSET);
+    u16* cols = reinterpret_cast<u16*>(smem_raw + COLS_OFFSET);
     cluster_arrive_relaxed();
     const u32 split = (u32)p.split;
     const i64 row = blockIdx.x / split;
@@ -146,7 +198,7 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS, 1) DS_ENTRY(const Param
             }
         }
     }
-    if (KEYED)
+    if (KEYS_AT_LOAD)
 #pragma unroll
         for (int u = 0; u < V; ++u) to_keys(x[u]);
     if (threadIdx.x == 0) sh.nans = 0;
@@ -154,20 +206,35 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS, 1) DS_ENTRY(const Param
     cluster_wait();  // every CTA of the cluster has started: stores to its shared memory may begin
 
     // 2. The digits of K (none when the row has at most k elements: all are taken).
+    ClusterHistogram<NT> hist{sh.hist, split, rank};
+    u32 rounds = V;  // slots holding candidates (the prefiltered tiers' compact)
+    if (PREFILTERED) {
+        const u32 t0 = n > k && split * NT >= k ? prefilter(x, valid, k, sh.sel, hist) : 0;
+        rounds = compact(x, valid, t0, candidate_keys, cols, sh.warp_totals);
+    }
+    // Slot u: its elements (keys but for the float32 four-vector tier), and its vector of the row.
+    // The prefiltered tiers read theirs from shared memory: held in registers through the
+    // passes, they spilled.
+    const auto slot = [&](int u) {
+        if (!PREFILTERED) return x[u];
+        Vec v;
+        v.v = candidate_keys[(warp * rounds + u) * 32 + lane];
+        return v;
+    };
+    const auto slot_vec = [&](int u) { return PREFILTERED ? cta_v + cols[(warp * rounds + u) * 32 + lane] : vec_at(u); };
     Digits d{0, 0, m};
     if (n > k) {
-        ClusterHistogram<NT> hist{sh.hist, split, rank};
-        if (PREFILTERED && split * NT >= k) prefilter(x, valid, k, sh.sel, hist);
         d = radix_digits(DS_ELEM_BITS - 8, k, 0, sh.sel, hist, [&](u32* h, int shift, const Digits& dd) {
 #pragma unroll
             for (int u = 0; u < V; ++u) {
                 // A warp none of whose lanes has an element left in vector u skips it.
                 if (!__any_sync(DS_FULL_MASK, vec_bits(valid, u))) continue;
+                const Vec v = slot(u);
 #pragma unroll
                 for (int e = 0; e < DS_VEC; ++e) {
                     // One shared atomic a lane: a warp_hist_add (match_any, then one add per bin)
                     // for each of a thread's elements cost more than the adds' serialisation.
-                    const u32 key = elem_key(x[u], e), high = key & (u32)dd.mask;
+                    const u32 key = elem_key(v, e), high = key & (u32)dd.mask;
                     if (bit(valid, u * DS_VEC + e) && high == (u32)dd.prefix) atomicAdd(&h[(key >> shift) & 255], 1u);
                     // Below the bucket: neither in a later bucket nor a winner, so the later
                     // passes and steps 3 and 4 skip it (the prefilter has dropped most such
@@ -186,10 +253,11 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS, 1) DS_ENTRY(const Param
     for (int u = 0; u < V; ++u) {
         counts[u] = 0;
         if (!vec_bits(valid, u)) continue;
+        const Vec v = slot(u);
 #pragma unroll
         for (int e = 0; e < DS_VEC; ++e) {
             if (!bit(valid, u * DS_VEC + e)) continue;
-            const u32 key = elem_key(x[u], e);
+            const u32 key = elem_key(v, e);
             counts[u] += (u32)((key & mask) > prefix) << TIE_BITS | (u32)((key & mask) == prefix);
             nans += key == DS_KEY_NAN;
         }
@@ -238,13 +306,15 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS, 1) DS_ENTRY(const Param
     for (int u = 0; u < V; ++u) {
         if (!vec_bits(valid, u)) continue;
         u32 a = start + (ranks[u] >> TIE_BITS), t = ranks[u] & TIE_MASK;
+        const Vec v = slot(u);
+        const u32 col = slot_vec(u) * DS_VEC - mis;
 #pragma unroll
         for (int e = 0; e < DS_VEC; ++e) {
             if (!bit(valid, u * DS_VEC + e)) continue;
-            const u32 key = elem_key(x[u], e);
+            const u32 key = elem_key(v, e);
             const bool is_above = (key & mask) > prefix, is_tie = (key & mask) == prefix;
             if (is_above || (is_tie && t < take))
-                cluster_store_u64(dst + (a + min(t, take)) * (u32)sizeof(u64), make_comp(key, vec_at(u) * DS_VEC + e - mis));
+                cluster_store_u64(dst + (a + min(t, take)) * (u32)sizeof(u64), make_comp(key, col + e));
             a += is_above;
             t += is_tie;
         }

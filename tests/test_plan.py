@@ -5,6 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
+from deepselect_rt import resources
 from deepselect_rt.cuda import plan as P
 from deepselect_rt.cuda.variants import (RADIX_TIERS, SPLIT_CLUSTER, SPLIT_RADIX, SPLIT_WORKSPACE, STREAM_KMAX,
                                          default_variants, merge_variant)
@@ -145,8 +146,12 @@ def test_make_plan_radix_and_its_fallbacks():
     p = P.make_plan("bfloat16", 512, True, H200, 16, SPLIT_RADIX, (1024, 2))
     assert (p.variant.family, p.threads, p.split, p.how) == ("topk_cluster", 1024, 16, SPLIT_RADIX)
     assert dict(p.variant.extra)["DS_VECS"] == 2 and p.variant.min_sm == 90
-    assert p.smem == P.radix_smem_bytes(512) == P._RADIX_SCRATCH_BYTES + 8 * 512
-    assert P.radix_smem_bytes(513) == P._RADIX_SCRATCH_BYTES + 8 * 1024
+    assert p.smem == P.radix_smem_bytes(512, "bfloat16", (1024, 2)) == P._RADIX_SCRATCH_BYTES + 8 * 512
+    assert P.radix_smem_bytes(513, "bfloat16", (1024, 2)) == P._RADIX_SCRATCH_BYTES + 8 * 1024
+    # The compacting tiers add a 2-byte offset and 16 bytes of keys a vector.
+    assert P.radix_smem_bytes(512, "bfloat16", (1024, 8)) == P._RADIX_SCRATCH_BYTES + 18 * 8192 + 8 * 512
+    assert P.radix_smem_bytes(512, "float32", (1024, 4)) == P._RADIX_SCRATCH_BYTES + 8 * 512  # 16 elements
+    assert P.radix_smem_bytes(4096, "float32", (512, 16)) <= H200.max_smem_per_block
     # No tier (the row does not fit), no clusters, or k past 4096: the streaming kernel's ways.
     assert P.make_plan("bfloat16", 512, True, H200, 16, SPLIT_RADIX, None).how == SPLIT_CLUSTER
     assert P.make_plan("bfloat16", 512, True, A100, 4, SPLIT_RADIX, (1024, 1)).how == SPLIT_WORKSPACE
@@ -157,3 +162,10 @@ def test_radix_variants_only_where_clusters_exist():
     families = lambda arch: {v.family for v in default_variants(arch)}  # noqa: E731
     assert "topk_cluster" in families("sm_90a") and "topk_cluster" in families("sm_120")
     assert "topk_cluster" not in families("sm_80") and "topk_cluster" not in families("sm_89")
+
+
+def test_radix_constants_match_the_kernel():
+    # plan.py sizes topk_cluster.cu's shared memory from two of its constants.
+    source = (resources.cuda_source_dir() / "topk_cluster.cu").read_text()
+    assert f"constexpr int PREFILTER_ELEMS = {P.RADIX_COMPACT_ELEMS};" in source
+    assert f"static_assert(COLS_OFFSET <= {P._RADIX_SCRATCH_BYTES}," in source

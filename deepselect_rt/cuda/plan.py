@@ -29,6 +29,9 @@ _BUFFER_SHORT = 64
 # Bytes of kernels_cu/topk_cluster.cu's Shared struct at 1024 threads (its GATHER_OFFSET), rounded
 # up; CTA 0's gather buffer of k rounded up to a power of two composites follows.
 _RADIX_SCRATCH_BYTES = 37376
+# Elements a thread from which topk_cluster.cu prefilters and compacts its candidates through
+# shared memory (its PREFILTER_ELEMS).
+RADIX_COMPACT_ELEMS = 32
 
 # The most CTAs a row is split over: the largest (non-portable) cluster of the H100/H200.
 MAX_SPLIT = 16
@@ -89,10 +92,16 @@ def _floor_pow2(n: int) -> int:
     return 1 << (n.bit_length() - 1)
 
 
-def radix_smem_bytes(k: int) -> int:
-    """Shared memory of topk_cluster.cu: its scratch, then k rounded up to a power of two
-    composites (8 bytes each) where CTA 0 sorts the row when sorted=True."""
-    return _RADIX_SCRATCH_BYTES + 8 * (1 << max(k - 1, 0).bit_length())
+def radix_smem_bytes(k: int, dtype: str, tier: tuple[int, int]) -> int:
+    """Shared memory of topk_cluster.cu for a RADIX_TIERS ``tier`` (threads, vectors): its
+    scratch; for tiers of RADIX_COMPACT_ELEMS or more elements a thread, a 2-byte offset and a
+    16-byte vector of keys a vector; then k rounded up to a power of two composites (8 bytes
+    each), where CTA 0 sorts the row when sorted=True."""
+    threads, vectors = tier
+    gather = 8 * (1 << max(k - 1, 0).bit_length())
+    if vectors * (16 // ITEMSIZE[dtype]) < RADIX_COMPACT_ELEMS:
+        return _RADIX_SCRATCH_BYTES + gather
+    return _RADIX_SCRATCH_BYTES + 18 * threads * vectors + gather
 
 
 def row_vectors(dtype: str, width: int, ptr: int = 0, row_stride: int = 0, begin: bool = False) -> int:
@@ -152,7 +161,7 @@ def make_plan(dtype: str, k: int, few_rows: bool, limits: DeviceLimits, split: i
     split over ``split`` CTAs per row through ``how``, by default clusters where the device has
     them), otherwise the any-k kernel (never split)."""
     if how == SPLIT_RADIX:
-        smem = radix_smem_bytes(k)
+        smem = radix_smem_bytes(k, dtype, tier) if tier else 0
         if tier and limits.clusters and k <= STREAM_KMAX[-1] and smem <= limits.max_smem_per_block:
             v = radix_variant(dtype, *tier)
             return Plan(v, v.threads, smem, split, how)
