@@ -81,6 +81,10 @@ __device__ __forceinline__ u32 vec_top_key(const Vec& v) {
 // (two at a time for the 16-bit dtypes), the prefiltered ones when they compact (the prefilter
 // reads raw values). The float32 four-vector tier recomputes them (held as keys, they spill).
 constexpr bool KEYS_AT_LOAD = V <= 2;
+// The loops over slots after the compaction run over `rounds` slots, not unrolled: unrolled over
+// all 8 x 8 elements of the 1M-element tier, the kernel's code outgrew the instruction cache
+// (ncu: 31% of the stall samples waiting for instructions).
+constexpr int SLOT_UNROLL = PREFILTERED ? 1 : V;
 constexpr bool KEYED = KEYS_AT_LOAD || PREFILTERED;
 __device__ __forceinline__ u32 elem_key(const Vec& v, int e) { return KEYED ? (u32)v.b[e] : key_of(v.b[e]); }
 
@@ -109,6 +113,20 @@ __device__ __forceinline__ u32 prefilter(const Vec (&x)[V], u64& valid, u32 k, S
     return t0;
 }
 
+// Key 0 for the keys of kv below t0 and for its elements whose bit in `bits` is clear, a word
+// at a time.
+__device__ __forceinline__ void clear_keys(Vec& kv, u32 t0, u32 bits) {
+    u32* w = reinterpret_cast<u32*>(&kv.v);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+#if DS_DTYPE == 0
+        w[i] &= (bits >> i & 1) && w[i] >= t0 ? ~0u : 0u;
+#else
+        w[i] &= __vcmpgeu2(w[i], t0 * 0x10001u) & ((bits >> 2 * i & 1) * 0xffffu | (bits >> (2 * i + 1) & 1) * 0xffff0000u);
+#endif
+    }
+}
+
 // The prefiltered tiers' vectors left in `valid` become keys, with key 0 (a NaN's pattern, no
 // element's key) for their elements outside the row or below t0 (below K: neither winners nor
 // in K's bucket), and move to shared memory in column order: keys[i] and cols[i] (its vector
@@ -119,20 +137,29 @@ __device__ __forceinline__ u32 prefilter(const Vec (&x)[V], u64& valid, u32 k, S
 // elements of every thread. `valid` becomes the candidates' (nonzero keys). Returns rounds.
 __device__ __forceinline__ u32 compact(const Vec (&x)[V], u64& valid, u32 t0, uint4* keys, u16* cols, u32* warp_totals) {
     const u32 lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    u32 kept[V], pos[V];
-#pragma unroll
-    for (int u = 0; u < V; ++u) kept[u] = vec_bits(valid, u) != 0;
-    const u32 count = slot_ranks<NT, V>(kept, pos, warp_totals);
+    // Ranks in column order (slot_ranks' layout) from a ballot a slot, taken again for the
+    // stores: an array of the ranks spilled.
+    u32 kept = 0, run = 0;
 #pragma unroll
     for (int u = 0; u < V; ++u) {
-        if (!kept[u]) continue;
-        Vec kv = x[u];
-        to_keys(kv);
+        kept |= (u32)(vec_bits(valid, u) != 0) << u;
+        run += __popc(__ballot_sync(DS_FULL_MASK, kept >> u & 1));
+    }
+    u32 before[1] = {0};
+    const u32 count = warp_offsets<NT, 1>(run, before, warp_totals);
+    u32 pos = before[0];
 #pragma unroll
-        for (int e = 0; e < DS_VEC; ++e)
-            if (!bit(valid, u * DS_VEC + e) || kv.b[e] < t0) kv.b[e] = 0;
-        keys[pos[u]] = kv.v;
-        cols[pos[u]] = (u16)(((warp * V + u) << 5) + lane);
+    for (int u = 0; u < V; ++u) {
+        const u32 b = __ballot_sync(DS_FULL_MASK, kept >> u & 1);
+        if (kept >> u & 1) {
+            const u32 i = pos + __popc(b & ((1u << lane) - 1));
+            Vec kv = x[u];
+            to_keys(kv);
+            clear_keys(kv, t0, vec_bits(valid, u));
+            keys[i] = kv.v;
+            cols[i] = (u16)(((warp * V + u) << 5) + lane);
+        }
+        pos += __popc(b);
     }
     __syncthreads();
     const u32 rounds = (count + NT - 1) / NT;
@@ -222,11 +249,12 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS, 1) DS_ENTRY(const Param
         return v;
     };
     const auto slot_vec = [&](int u) { return PREFILTERED ? cta_v + cols[(warp * rounds + u) * 32 + lane] : vec_at(u); };
+    const int slots = PREFILTERED ? (int)rounds : V;
     Digits d{0, 0, m};
     if (n > k) {
         d = radix_digits(DS_ELEM_BITS - 8, k, 0, sh.sel, hist, [&](u32* h, int shift, const Digits& dd) {
-#pragma unroll
-            for (int u = 0; u < V; ++u) {
+#pragma unroll SLOT_UNROLL
+            for (int u = 0; u < slots; ++u) {
                 // A warp none of whose lanes has an element left in vector u skips it.
                 if (!__any_sync(DS_FULL_MASK, vec_bits(valid, u))) continue;
                 const Vec v = slot(u);
@@ -248,10 +276,9 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS, 1) DS_ENTRY(const Param
 
     // 3. Per vector slot, the elements above K and those equal to K, packed as
     // above << TIE_BITS | ties, and their ranks in column order; then the cluster's counts.
-    u32 nans = 0, counts[V], ranks[V];
-#pragma unroll
-    for (int u = 0; u < V; ++u) {
-        counts[u] = 0;
+    u32 nans = 0, counts[V] = {}, ranks[V];
+#pragma unroll SLOT_UNROLL
+    for (int u = 0; u < slots; ++u) {
         if (!vec_bits(valid, u)) continue;
         const Vec v = slot(u);
 #pragma unroll
@@ -302,8 +329,8 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS, 1) DS_ENTRY(const Param
     // outputs from it made the 64-element tier's code outgrow the instruction cache.
     const bool by_value = p.flags & DS_F_SORTED;
     const u32 dst = by_value ? cluster_map(gathered, 0) : cluster_map(gathered, rank) - start * (u32)sizeof(u64);
-#pragma unroll
-    for (int u = 0; u < V; ++u) {
+#pragma unroll SLOT_UNROLL
+    for (int u = 0; u < slots; ++u) {
         if (!vec_bits(valid, u)) continue;
         u32 a = start + (ranks[u] >> TIE_BITS), t = ranks[u] & TIE_MASK;
         const Vec v = slot(u);
