@@ -134,9 +134,12 @@ def test_radix_split_for_the_decode_shapes_of_issue_5():
     assert P.radix_split(1, bf(32768), 512, "bfloat16", 132) == 16
     assert P.radix_split(1, bf(1 << 20), 2048, "bfloat16", 132) == 16
     assert P.radix_split(1, bf(1 << 20), 512, "bfloat16", 132) == 16
-    assert P.radix_split(8, bf(1 << 20), 2048, "bfloat16", 132) == 1  # 8 CTAs: no tier holds 128K
+    # Rows only the largest tier holds: 16 CTAs a row while rows x 16 <= SMs, past half the SMs.
+    assert P.radix_split(8, bf(1 << 20), 2048, "bfloat16", 132) == 16
+    assert P.radix_split(9, bf(1 << 20), 2048, "bfloat16", 132) == 1
+    assert P.radix_split(8, P.row_vectors("float32", 1 << 19), 512, "float32", 132) == 16
+    assert P.radix_split(8, bf(1 << 19), 512, "bfloat16", 132) == 1  # 16 CTAs of 4 vectors: unmeasured
     assert P.radix_tier("bfloat16", bf(1 << 20), 16) == (1024, 8)
-    assert P.radix_split(8, bf(1 << 20), 2048, "bfloat16", 132) == 1  # 8 CTAs per row cannot hold it
     assert P.radix_split(1, P.row_vectors("float32", 129280), 512, "float32", 132) == 16
     assert P.radix_split(1, bf(2047 * 8), 512, "bfloat16", 132) == 1
     assert P.radix_split(1, bf(1 << 20), 4097, "bfloat16", 132) == 1

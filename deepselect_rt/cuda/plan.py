@@ -42,7 +42,10 @@ MIN_SLICE = 8192
 SLICE_PER_K = 8
 # The radix select's largest tier (64 elements a thread) serves only rows split this wide: on
 # the H200 it beat the streaming kernel at 16 CTAs a row (1 x 1M bf16: 33 vs 46 us at k = 512,
-# 42 vs 86 us at k = 2048) and lost at 2 (32 x 128K: 49 vs 36 us, 55 vs 47 us).
+# 42 vs 86 us at k = 2048) and lost at 2 (32 x 128K: 49 vs 36 us, 55 vs 47 us). It takes up to
+# one such cluster per SM / 16 rows, past the half-SM limit of the other tiers: with candidates
+# compacted, 6 x 1M ran in 28-30 us against the streaming kernel's 52-85, and 8 x 1M (8
+# clusters of 16, of which an H200 holds 7 at once) in 50-55 against 51-88.
 LARGEST_TIER_SPLIT = MAX_SPLIT
 
 
@@ -126,20 +129,23 @@ def radix_split(rows: int, vectors: int, k: int, dtype: str, sm_count: int) -> i
     """Cluster size of the cluster radix select for rows spanning ``vectors`` 16-byte vectors,
     or 1 where it does not serve. The H200 crossover (docs/benchmarks.md, tools/tune_split.py):
     the largest power of two <= MAX_SPLIT keeping rows x split within half the SMs (more
-    clusters than that did not run at once: 8 x 16 CTAs took twice 4 x 16's time); rows of at
-    least two of the smallest tier's CTAs (narrower ones are unmeasured); and the largest tier,
-    64 elements a thread, only at LARGEST_TIER_SPLIT CTAs a row. k beyond the streaming kernel
-    takes the any-k kernel."""
+    clusters than that did not run at once: 8 x 16 CTAs took twice 4 x 16's time), for rows of
+    at least two of the smallest tier's CTAs (narrower ones are unmeasured) that a tier below
+    the largest holds; rows only the largest tier (64 elements a thread) holds take
+    LARGEST_TIER_SPLIT CTAs while rows x LARGEST_TIER_SPLIT <= sm_count. k beyond the streaming
+    kernel takes the any-k kernel."""
     if k > STREAM_KMAX[-1] or vectors < 2 * RADIX_TIERS[dtype][0][0]:
         return 1
+    largest = RADIX_TIERS[dtype][-1]
     most = min(MAX_SPLIT, sm_count // 2 // rows)
-    if most < 2:
-        return 1
-    split = _floor_pow2(most)
-    tier = radix_tier(dtype, vectors, split)
-    if tier is None or (tier == RADIX_TIERS[dtype][-1] and split < LARGEST_TIER_SPLIT):
-        return 1
-    return split
+    if most >= 2:
+        split = _floor_pow2(most)
+        tier = radix_tier(dtype, vectors, split)
+        if tier is not None and tier != largest:
+            return split
+    if rows * LARGEST_TIER_SPLIT <= sm_count and radix_tier(dtype, vectors, LARGEST_TIER_SPLIT) == largest:
+        return LARGEST_TIER_SPLIT
+    return 1
 
 
 def choose_split(rows: int, width: int, vectors: int, k: int, dtype: str, limits: DeviceLimits) -> tuple[int, str]:
