@@ -37,6 +37,7 @@ struct Shared {
     u32 warp_totals[NT / 32];
     u32 nans;          // this CTA's NaN
     uint4 cluster_counts[MAX_CLUSTER];  // every CTA's elements above K, equal to K, NaN, pushed by it
+    u64 counts_arrived;                 // mbarrier of the pushed counts
     u32 take, start;   // ties this CTA takes; the row's output slot of its first winner
     u32 has_nan;
 };
@@ -63,7 +64,7 @@ constexpr u32 CANDIDATES = PREFILTERED ? NT * V : 0;
 constexpr u32 COLS_OFFSET = (sizeof(Shared) + 15) / 16 * 16;
 constexpr u32 KEYS_OFFSET = COLS_OFFSET + (CANDIDATES * (u32)sizeof(u16) + 15) / 16 * 16;
 constexpr u32 GATHER_OFFSET = KEYS_OFFSET + CANDIDATES * (u32)sizeof(uint4);
-static_assert(COLS_OFFSET <= 37376, "deepselect_rt/cuda/plan.py's _RADIX_SCRATCH_BYTES covers Shared");
+static_assert(COLS_OFFSET <= 38528, "deepselect_rt/cuda/plan.py's _RADIX_SCRATCH_BYTES covers Shared");
 
 // A key at or below every element of v: the key of its packed maximum (the maximum of the two
 // halves' keys for the 16-bit dtypes). Not keys of the elements: those the compiler keeps
@@ -182,10 +183,14 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS, 1) DS_ENTRY(const Param
     u64* gathered = reinterpret_cast<u64*>(smem_raw + GATHER_OFFSET);
     uint4* candidate_keys = reinterpret_cast<uint4*>(smem_raw + KEYS_OFFSET);
     u16* cols = reinterpret_cast<u16*>(smem_raw + COLS_OFFSET);
-    cluster_arrive_relaxed();
     const u32 split = (u32)p.split;
     const i64 row = blockIdx.x / split;
     const u32 rank = blockIdx.x % split;
+    // The mbarriers of the pushes, before the cluster barrier whose wait (after the load) lets
+    // the pushes begin: then every CTA has started and initialised them.
+    if (threadIdx.x == 0) mbar_init(&sh.counts_arrived, 1);
+    ClusterHistogram<NT>::init(sh.hist);
+    cluster_arrive_relaxed();
     const u32 k = (u32)p.k;
     const bits_t* xrow = (const bits_t*)p.x + row * p.row_stride;
     i64 lo, hi;
@@ -292,11 +297,13 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS, 1) DS_ENTRY(const Param
     nans = __reduce_add_sync(DS_FULL_MASK, nans);
     if (lane == 0 && nans) atomicAdd(&sh.nans, nans);
     const u32 cta = slot_ranks<NT, V>(counts, ranks, sh.warp_totals);  // its barriers settle the adds
-    // Pushed to every CTA before the barrier: loading them after it cost a DSMEM round trip.
+    // Pushed to every CTA, as the histograms are (block/cluster_histogram.cuh).
+    if (threadIdx.x == 0) mbar_arrive_expect(&sh.counts_arrived, split * (u32)sizeof(uint4));
     if (threadIdx.x < split)
-        cluster_store_v4(cluster_map(&sh.cluster_counts[rank], threadIdx.x), make_uint4(cta >> TIE_BITS, cta & TIE_MASK, sh.nans, 0));
-    cluster_sync();
+        cluster_store_async(cluster_map(&sh.cluster_counts[rank], threadIdx.x), make_uint4(cta >> TIE_BITS, cta & TIE_MASK, sh.nans, 0),
+                            cluster_map(&sh.counts_arrived, threadIdx.x));
     if (warp == 0) {
+        mbar_wait(&sh.counts_arrived, 0);
         u32 a = 0, t = 0, q = 0;
         if (lane < split) {
             const uint4 c = sh.cluster_counts[lane];

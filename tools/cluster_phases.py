@@ -34,7 +34,7 @@ parser.add_argument("--json", type=Path, help="write the results here")
 args = parser.parse_args()
 
 # Marks: (name, anchor, text that replaces it). Mark i is written at slot i; pass p of a select
-# writes 16 + 4p (fill done), 17 + 4p (pushed), 18 + 4p (after the barrier), 19 + 4p (picked).
+# writes 16 + 4p (fill done), 17 + 4p (pushed), 18 + 4p (all arrived), 19 + 4p (picked).
 MARK_HOOK = r"""
 __device__ unsigned long long ds_phase[128 * 128];
 __device__ __forceinline__ void ds_mark(int i) {
@@ -57,7 +57,9 @@ EDITS = {
          "    if (threadIdx.x == 0) sh.nans = 0;\n    __syncthreads();\n    DS_MARK(2);\n"),
         ("    const u32 prefix = (u32)d.prefix, mask = (u32)d.mask;\n",
          "    const u32 prefix = (u32)d.prefix, mask = (u32)d.mask;\n    DS_MARK(3);\n"),
-        ("    cluster_sync();\n    if (warp == 0) {", "    DS_MARK(10);\n    cluster_sync();\n    DS_MARK(4);\n    if (warp == 0) {"),
+        ("    if (warp == 0) {\n        mbar_wait(&sh.counts_arrived, 0);\n",
+         "    DS_MARK(10);\n    if (warp == 0) mbar_wait(&sh.counts_arrived, 0);\n    DS_MARK(4);\n"
+         "    if (warp == 0) {\n        mbar_wait(&sh.counts_arrived, 0);\n"),
         ("        if (lane == 0) sh.has_nan = any_nan;\n    }\n    __syncthreads();\n",
          "        if (lane == 0) sh.has_nan = any_nan;\n    }\n    __syncthreads();\n    DS_MARK(5);\n"),
         ("    if (by_value) {\n", "    DS_MARK(6);\n    if (by_value) {\n"),
@@ -67,9 +69,10 @@ EDITS = {
         ("#pragma once\n", "#pragma once\n#ifndef DS_MARK\n#define DS_MARK(i)\n#endif\n"),
         ("        __syncthreads();  // this CTA's histogram is complete\n",
          "        __syncthreads();  // this CTA's histogram is complete\n        DS_MARK(16 + 4 * passes);\n"),
-        ("        cluster_sync();\n        if (threadIdx.x < 32) {\n",
-         "        DS_MARK(17 + 4 * passes);\n        cluster_sync();\n        DS_MARK(18 + 4 * passes);\n"
-         "        if (threadIdx.x < 32) {\n"),
+        ("        if (threadIdx.x < 32) {\n            mbar_wait(&sh.arrived[q], (passes >> 1) & 1);\n",
+         "        DS_MARK(17 + 4 * passes);\n        if (threadIdx.x < 32) mbar_wait(&sh.arrived[q], (passes >> 1) & 1);\n"
+         "        DS_MARK(18 + 4 * passes);\n        if (threadIdx.x < 32) {\n"
+         "            mbar_wait(&sh.arrived[q], (passes >> 1) & 1);\n"),
         ("        ++passes;\n        __syncthreads();\n",
          "        ++passes;\n        __syncthreads();\n        DS_MARK(19 + 4 * (passes - 1));\n"),
     ],
@@ -154,8 +157,8 @@ def step_cycles(dtype, rows, width, k, fn):
     order = [("load", 2)]
     for p in passes:
         order += [(f"pass {p + 1} fill", 16 + 4 * p), (f"pass {p + 1} push", 17 + 4 * p),
-                  (f"pass {p + 1} barrier", 18 + 4 * p), (f"pass {p + 1} pick", 19 + 4 * p)]
-    order += [("counts, ranks", 10), ("counts barrier", 4), ("take, start", 5), ("winners to shared", 6),
+                  (f"pass {p + 1} wait", 18 + 4 * p), (f"pass {p + 1} pick", 19 + 4 * p)]
+    order += [("counts, ranks", 10), ("counts wait", 4), ("take, start", 5), ("winners to shared", 6),
               ("output", 8)]
     out, prev = {}, 0
     for name, slot in order:

@@ -28,7 +28,7 @@ _BUFFER_SHORT = 64
 
 # Bytes of kernels_cu/topk_cluster.cu's Shared struct at 1024 threads (its GATHER_OFFSET), rounded
 # up; CTA 0's gather buffer of k rounded up to a power of two composites follows.
-_RADIX_SCRATCH_BYTES = 37376
+_RADIX_SCRATCH_BYTES = 38528
 # Elements a thread from which topk_cluster.cu prefilters and compacts its candidates through
 # shared memory (its PREFILTER_ELEMS).
 RADIX_COMPACT_ELEMS = 32

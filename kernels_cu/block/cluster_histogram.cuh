@@ -1,22 +1,28 @@
 // The histogram merge of a radix select run by every CTA of a cluster (radix_digits' Hist):
-// each CTA counts its own elements and pushes its histogram, with its sums of 16 bins, into
-// every CTA's shared memory before the cluster barrier; after it, warp 0 of every CTA picks the
-// same digit from local copies. (Loading the others' histograms after the barrier cost a DSMEM
-// round trip, ~1,500 cycles on an H200, on top of the barrier.)
+// each CTA counts its own elements and copies its histogram, with its sums of 16 bins, into
+// every CTA's shared memory (bulk copies that an mbarrier of the receiver counts); warp 0 of
+// every CTA waits for all of them there and picks the same digit from local copies.
+// (Loading the others' histograms after a barrier cost a DSMEM round trip, ~1,500 cycles on an
+// H200; a cluster barrier after plain remote stores made every thread wait for their
+// acknowledgement.)
 #pragma once
 #include "block/cluster.cuh"
 #include "block/radix_select.cuh"
 
 // Most CTAs a cluster can have (the non-portable size; deepselect_rt/cuda/plan.py MAX_SPLIT).
 constexpr u32 MAX_CLUSTER = 16;
-// A CTA's histogram as pushed: 256 bins, then 16 sums of 16 bins each.
+// A CTA's histogram as copied: 256 bins, then 16 sums of 16 bins each.
 constexpr u32 HIST_WORDS = 256 + 16;
 
-// Shared memory of the merge: this CTA's fill, and every CTA's histogram of a pass by parity.
+// Shared memory of the merge. Pass p fills fill[p & 1] (bins, then the sums warp 0 adds),
+// copies it into every CTA's inbox[p & 1] and counts the arrivals on arrived[p & 1].
 struct ClusterHistograms {
-    u32 fill[256];
+    u32 fill[2][HIST_WORDS];
     u32 inbox[2][MAX_CLUSTER][HIST_WORDS];
+    u64 arrived[2];  // mbarriers: one arrival (this CTA's) and every CTA's copied bytes
 };
+constexpr u32 HIST_BYTES = HIST_WORDS * (u32)sizeof(u32);
+static_assert(HIST_BYTES % 16 == 0, "bulk copies move multiples of 16 bytes");
 
 // Lanes 0..15 hold n[i] for i from the top (i = 15 - lane); of those whose running sum from the
 // top, plus `base`, reaches `remaining`, the first: returns its lane; `before` gets base plus
@@ -38,35 +44,47 @@ struct ClusterHistogram {
     u32 rank;        // this CTA's rank in it
     u32 passes = 0;  // passes merged so far, over every select run with this object
 
-    // The fill histogram, zeroed: before the first pass here, later by the pick before it.
-    __device__ __forceinline__ u32* begin(SelectScratch&) {
-        if (passes == 0) {
-            for (u32 i = threadIdx.x; i < 256; i += NT) sh.fill[i] = 0;
-            __syncthreads();
+    // Before the cluster barrier that precedes the first pass (mbar_init).
+    __device__ static __forceinline__ void init(ClusterHistograms& sh) {
+        if (threadIdx.x == 0) {
+            mbar_init(&sh.arrived[0], 1);
+            mbar_init(&sh.arrived[1], 1);
+            mbar_init_fence();
         }
-        return sh.fill;
+        for (u32 i = threadIdx.x; i < 256; i += NT) sh.fill[0][i] = 0;  // the later passes' are zeroed by pick
     }
 
-    // Pass p pushes to inbox[p & 1]: a CTA pushes only after the barrier of pass p - 1, which no
-    // CTA passes before its warp 0 has read pass p - 2's inbox. The parity runs on across
-    // selects, so one that stops after a pass cannot race the next.
+    // The fill histogram, zeroed (pass 0's by init, later ones by the pick before).
+    __device__ __forceinline__ u32* begin(SelectScratch&) { return sh.fill[passes & 1]; }
+
+    // Every CTA copies pass p's bins and sums to every CTA; warp 0 waits for all of them on
+    // arrived[p & 1], whose phase p / 2 they complete. A CTA copies pass p only after it has
+    // received every CTA's pass p - 1, which each sent after its warp 0 had read pass p - 2 from
+    // the same buffer. The parity runs on across selects, so one that stops after a pass
+    // cannot race the next.
     __device__ __forceinline__ void pick(SelectScratch& s, u32 remaining) {
         static_assert(MAX_CLUSTER == 16, "two half-warps of 8 CTAs");
-        u32 (*inbox)[HIST_WORDS] = sh.inbox[passes & 1];
+        const u32 q = passes & 1;
+        u32* fill = sh.fill[q];
+        u32 (*inbox)[HIST_WORDS] = sh.inbox[q];
         const u32 lane = threadIdx.x & 31;
+        fence_proxy_async();  // this thread's counts, for the copies
         __syncthreads();  // this CTA's histogram is complete
-        for (u32 t = threadIdx.x; t < 64 * size; t += NT)  // 64 vectors of 4 bins to each CTA
-            cluster_store_v4(cluster_map(&inbox[rank][4 * (t & 63)], t >> 6), reinterpret_cast<const uint4*>(sh.fill)[t & 63]);
-        if (threadIdx.x < 32) {  // the sums of 16 bins: lane l's group l % 16 to the CTAs c with c % 2 == l / 16
-            const uint4 a = reinterpret_cast<const uint4*>(sh.fill)[2 * lane];
-            const uint4 b = reinterpret_cast<const uint4*>(sh.fill)[2 * lane + 1];
-            const u32 eight = a.x + a.y + a.z + a.w + b.x + b.y + b.z + b.w;
-            const u32 g = lane & 15;
-            const u32 group = __shfl_sync(DS_FULL_MASK, eight, 2 * g) + __shfl_sync(DS_FULL_MASK, eight, 2 * g + 1);
-            for (u32 c = lane >> 4; c < size; c += 2) cluster_store_u32(cluster_map(&inbox[rank][256 + g], c), group);
-        }
-        cluster_sync();
         if (threadIdx.x < 32) {
+            // The sums of 16 bins after the bins (lanes 2g and 2g + 1 add group g), then one
+            // copy a CTA.
+            const uint4 a = reinterpret_cast<const uint4*>(fill)[2 * lane];
+            const uint4 b = reinterpret_cast<const uint4*>(fill)[2 * lane + 1];
+            const u32 eight = a.x + a.y + a.z + a.w + b.x + b.y + b.z + b.w;
+            const u32 group = eight + __shfl_down_sync(DS_FULL_MASK, eight, 1);
+            if (!(lane & 1)) fill[256 + lane / 2] = group;
+            fence_proxy_async();
+            __syncwarp();
+            if (lane == 0) mbar_arrive_expect(&sh.arrived[q], size * HIST_BYTES);
+            if (lane < size) cluster_copy(cluster_map(inbox[rank], lane), fill, HIST_BYTES, cluster_map(&sh.arrived[q], lane));
+        }
+        if (threadIdx.x < 32) {
+            mbar_wait(&sh.arrived[q], (passes >> 1) & 1);
             // Lane l sums index 15 - l % 16 over CTAs l / 16 * 8 + [0, 8): first the group
             // holding the remaining-th largest, then the digit among its bins.
             const u32 i = 15 - (lane & 15), first = (lane >> 4) * 8;
@@ -84,8 +102,9 @@ struct ClusterHistogram {
                 s.above = above;
                 s.bucket = count;
             }
-        } else {
-            for (u32 j = threadIdx.x - 32; j < 256; j += NT - 32) sh.fill[j] = 0;  // pushed before the barrier
+            // The next pass's bins. The last pass copied them from there, and those copies have
+            // landed: every CTA sent this pass's after receiving them.
+            for (u32 j = lane; j < 64; j += 32) reinterpret_cast<uint4*>(sh.fill[q ^ 1])[j] = make_uint4(0, 0, 0, 0);
         }
         ++passes;
         __syncthreads();
