@@ -297,13 +297,17 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS, 1) DS_ENTRY(const Param
     nans = __reduce_add_sync(DS_FULL_MASK, nans);
     if (lane == 0 && nans) atomicAdd(&sh.nans, nans);
     const u32 cta = slot_ranks<NT, V>(counts, ranks, sh.warp_totals);  // its barriers settle the adds
-    // Pushed to every CTA, as the histograms are (block/cluster_histogram.cuh).
-    if (threadIdx.x == 0) mbar_arrive_expect(&sh.counts_arrived, split * (u32)sizeof(uint4));
-    if (threadIdx.x < split)
-        cluster_store_async(cluster_map(&sh.cluster_counts[rank], threadIdx.x), make_uint4(cta >> TIE_BITS, cta & TIE_MASK, sh.nans, 0),
-                            cluster_map(&sh.counts_arrived, threadIdx.x));
+    // Pushed to every other CTA, as the histograms are (block/cluster_histogram.cuh); this
+    // CTA's own by a plain store.
+    if (threadIdx.x == 0) mbar_arrive_expect(&sh.counts_arrived, (split - 1) * (u32)sizeof(uint4));
+    if (threadIdx.x < split) {
+        const uint4 mine = make_uint4(cta >> TIE_BITS, cta & TIE_MASK, sh.nans, 0);
+        if (threadIdx.x == rank) sh.cluster_counts[rank] = mine;
+        else cluster_store_async(cluster_map(&sh.cluster_counts[rank], threadIdx.x), mine, cluster_map(&sh.counts_arrived, threadIdx.x));
+    }
     if (warp == 0) {
         mbar_wait(&sh.counts_arrived, 0);
+        __syncwarp();  // this CTA's own counts, stored by lane `rank`
         u32 a = 0, t = 0, q = 0;
         if (lane < split) {
             const uint4 c = sh.cluster_counts[lane];
