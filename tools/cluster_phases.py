@@ -9,7 +9,8 @@
 every thread meets a __syncthreads, then thread 0 of each CTA stores clock64 and %globaltimer to
 a __device__ array, read back after the call. A step's cycles are the median over calls of the
 median over CTAs (and the median of the slowest CTA); the marks' barriers add ~100 cycles a step
-and make the graph times of that run a little longer. The marks go in by text replacement at
+and make the graph times of that run a little longer, and warp 0's fence.proxy.async before its
+bulk copies waits for the previous mark's global stores (~1,000 cycles more in "push"). The marks go in by text replacement at
 anchors in kernels_cu/topk_cluster.cu and kernels_cu/block/cluster_histogram.cuh: an edit that
 removes an anchor stops the tool with the anchor's text.
 
