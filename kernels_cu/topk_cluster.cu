@@ -1,6 +1,6 @@
 // Top-k of a few long rows: a thread-block cluster per row (sm_90+), the row held in registers
-// across the cluster, and a radix select whose histograms the cluster sums. No candidate buffer
-// and no merge: the latency is a few cluster barriers per 8-bit digit of the key.
+// across the cluster, and a radix select whose histograms the cluster sums. No merge: the
+// latency is one exchange of histograms between the CTAs per 8-bit digit of the key.
 //
 //   1. Each CTA loads its slice of the row once: DS_VECS 16-byte vectors per thread, each warp
 //      a contiguous run of the row (so columns follow (warp, vector, lane, element)).
