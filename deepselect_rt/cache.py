@@ -495,19 +495,24 @@ class KernelCache:
     def prune(self, max_bytes: int, forget: bool = True) -> Removal:
         """Shrink the writable root to at most ``max_bytes``, least recently used entries first.
 
-        Also removes orphaned cubins and stale temp files. Read-only layers are never touched.
-        ``forget``: also drop the removed entries from this cache's memory.
+        Also removes orphaned cubins, stale temp files and entries whose metadata or cubin
+        cannot be read (a lookup rebuilds those anyway; ``list_entries`` does not show them).
+        Read-only layers are never touched. ``forget``: also drop the removed entries from this
+        cache's memory.
         """
         layer = self._writable_layer()
         if layer is None:
             return Removal(0, 0, 0)
-        _, orphans, temps = self._scan(layer)
+        metas, orphans, temps = self._scan(layer)
         now = time.time()
         freed = sum(_unlink(p) for p in orphans if _is_stale_temp(p, now))
         freed += sum(_unlink(p) for p in temps if _is_stale_temp(p, now))
         entries = sorted(self.list_entries([layer]), key=lambda e: e.last_used)
+        listed = {e.cubin_path.with_suffix(".json") for e in entries}
+        unreadable = [m for m in metas if m not in listed]  # a writer renames the cubin first
+        freed += sum(_unlink(m) + _unlink(m.with_suffix(".cubin")) for m in unreadable)
         total = sum(e.disk_bytes for e in entries)
-        removed = 0
+        removed = len(unreadable)
         for entry in entries:
             if total <= max_bytes:
                 break

@@ -387,6 +387,21 @@ def test_prune_removes_least_recently_used(cache_env):
     assert KernelCache().resolve(V2, ARCH).origin == "compiled"
 
 
+def test_prune_removes_entries_it_cannot_read(cache_env):
+    cache = KernelCache()
+    paths = {v: cache.resolve(v, ARCH).path for v in (V1, V2)}
+    bad_meta = paths[V1].with_suffix(".json")
+    bad_meta.write_text("{not json")
+    bad_bytes = bad_meta.stat().st_size + paths[V1].stat().st_size
+    assert [e.entry for e in cache.list_entries()] == [V2.entry]  # unreadable: not listed
+    removed = cache.prune(1 << 30)  # under the budget, yet the unreadable entry goes
+    assert removed.entries == 1 and removed.freed_bytes == bad_bytes
+    assert not bad_meta.exists() and not paths[V1].exists() and paths[V2].exists()
+    removed = cache.prune(0)
+    assert removed.entries == 1 and removed.remaining_bytes == 0
+    assert not any(cache_env.rglob("*.cubin"))
+
+
 def test_size_cap_from_environment(cache_env, monkeypatch):
     monkeypatch.setenv(config.ENV_CACHE_MAX_BYTES, "12K")
     cache = KernelCache()
