@@ -105,11 +105,15 @@ def test_radix_split_fits_the_sms_and_a_tier(rows, width, k, sms, dtype):
     if s == 1:
         return
     assert k <= STREAM_KMAX[-1] and s & (s - 1) == 0 and 2 <= s <= P.MAX_SPLIT
-    assert 2 * rows * s <= sms and span >= 2 * RADIX_TIERS[dtype][0][0]
-    assert 2 * s > P.MAX_SPLIT or 2 * rows * 2 * s > sms  # the largest allowed
+    assert span >= 2 * RADIX_TIERS[dtype][0][0]
     threads, vectors = P.radix_tier(dtype, span, s)
     assert threads * vectors * s >= span
-    assert (threads, vectors) != RADIX_TIERS[dtype][-1] or s == P.LARGEST_TIER_SPLIT
+    if (threads, vectors) == RADIX_TIERS[dtype][-1]:
+        # The largest tier: only at LARGEST_TIER_SPLIT CTAs a row, up to one CTA an SM.
+        assert s == P.LARGEST_TIER_SPLIT and rows * s <= sms
+    else:
+        assert 2 * rows * s <= sms  # the other tiers: within half the SMs
+        assert 2 * s > P.MAX_SPLIT or 2 * rows * 2 * s > sms  # the largest allowed
 
 
 def test_row_vectors_counts_the_partial_end_vectors():
