@@ -26,8 +26,8 @@ _QUEUE_BYTES_PER_THREAD = 40
 # CTAs of 256 x 2 with a 3-block ring fit an H200 SM).
 _BUFFER_SHORT = 64
 
-# Bytes of kernels_cu/topk_cluster.cu's Shared struct at 1024 threads (its GATHER_OFFSET), rounded
-# up; CTA 0's gather buffer of k rounded up to a power of two composites follows.
+# Bytes of kernels_cu/topk_cluster.cu's Shared struct at 1024 threads (its COLS_OFFSET), rounded
+# up; the compacting tiers' candidates and the gather buffer follow (radix_smem_bytes).
 _RADIX_SCRATCH_BYTES = 38528
 # Elements a thread from which topk_cluster.cu prefilters and compacts its candidates through
 # shared memory (its PREFILTER_ELEMS).

@@ -89,6 +89,7 @@ struct ClusterHistogram {
                 reinterpret_cast<uint4*>(inbox[rank])[j] = reinterpret_cast<const uint4*>(fill)[j];
             __syncwarp();
         }
+        // A second block for the wait and the pick: tools/cluster_phases.py marks between them.
         if (threadIdx.x < 32) {
             mbar_wait(&sh.arrived[q], (passes >> 1) & 1);
             // Lane l sums index 15 - l % 16 over CTAs l / 16 * 8 + [0, 8): first the group
