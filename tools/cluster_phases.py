@@ -3,6 +3,7 @@
     python tools/cluster_phases.py                 # GPU us under graph replay, cold L2
     python tools/cluster_phases.py --phases        # and cycles per step, from clock64 marks
     python tools/cluster_phases.py --dists         # skewed rows against normal ones
+    python tools/cluster_phases.py --phases --dist all_equal   # the steps on one skewed distribution
     python tools/cluster_phases.py --tree /tmp/base --json base.json   # another tree, to compare
 
 --phases times a copy of the kernels (in a temporary folder) that carries marks: at each one
@@ -31,6 +32,8 @@ parser.add_argument("--tree", type=Path, default=CHECKOUT,
                     help="source tree whose deepselect_rt to time (default: this checkout)")
 parser.add_argument("--phases", action="store_true", help="also report the cycles of each step")
 parser.add_argument("--dists", action="store_true", help="time skewed distributions against normal rows")
+parser.add_argument("--dist", default="normal",
+                    help="distribution of the rows of the first table and --phases (deepselect_rt.distributions)")
 parser.add_argument("--json", type=Path, help="write the results here")
 args = parser.parse_args()
 
@@ -125,7 +128,7 @@ DISTS = ("normal", "all_equal", "few_distinct", "ascending", "few_finite")
 CALLS = 15
 flush = torch.empty(bench.FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
 console = Console()
-results = {"tree": str(args.tree), "graph_us": {}, "phases": {}, "dists": {}}
+results = {"tree": str(args.tree), "dist": args.dist, "graph_us": {}, "phases": {}, "dists": {}}
 
 
 def label(dtype, rows, width, k):
@@ -171,11 +174,16 @@ def step_cycles(dtype, rows, width, k, fn):
     return out
 
 
-graph_table = Table("shape", "rule", "graph us", title=f"cluster radix select, deepselect_rt of {args.tree}"
+graph_table = Table("shape", "rule", "graph us", title=f"cluster radix select, {args.dist} rows, deepselect_rt of {args.tree}"
                     + (" (with marks)" if args.phases else ""))
+def rows_of(dist, dtype, rows, width):
+    """A CUDA tensor of ``rows`` rows of distribution ``dist``."""
+    x = distributions.make(dist, rows, width, "float32", seed=1)
+    return torch.from_numpy(x).cuda().to(getattr(torch, dtype))
+
+
 for dtype, rows, width, k in SHAPES:
-    x = torch.randn(rows, width, device="cuda").to(getattr(torch, dtype))
-    fn = topk_call(x, k)
+    fn = topk_call(rows_of(args.dist, dtype, rows, width), k)
     us = bench._time_graph(torch, fn, flush, 50)
     split, how = choose_split(rows, width, row_vectors(dtype, width), k, dtype, backend.device_limits(0))
     results["graph_us"][label(dtype, rows, width, k)] = us
@@ -195,8 +203,7 @@ if args.dists:
     for dtype, rows, width, k in SHAPES:
         row = {}
         for dist in DISTS:
-            x = torch.from_numpy(distributions.make(dist, rows, width, "float32", seed=1)).cuda().to(getattr(torch, dtype))
-            row[dist] = bench._time_graph(torch, topk_call(x, k), flush, 30)
+            row[dist] = bench._time_graph(torch, topk_call(rows_of(dist, dtype, rows, width), k), flush, 30)
         results["dists"][label(dtype, rows, width, k)] = row
         table.add_row(label(dtype, rows, width, k), *[f"{row[d]:.1f}" for d in DISTS])
     console.print(table)
