@@ -16,7 +16,7 @@ from deepselect_rt import distributions
 from deepselect_rt.cuda import backend, module
 from deepselect_rt.cuda.plan import radix_split, radix_tier, row_vectors, split_factor
 from deepselect_rt.cuda.variants import RADIX_TIERS, SPLIT_CLUSTER, SPLIT_RADIX, SPLIT_WORKSPACE
-from deepselect_rt.dtypes import ITEMSIZE
+from deepselect_rt.dtypes import ITEMSIZE, numpy_dtype
 from gpu_helpers import NaNInputError, bits, check, random_ranges, to_device, to_host, torch_cuda
 
 pytestmark = pytest.mark.gpu
@@ -31,6 +31,19 @@ def _radix_plans() -> set:
     """(split, tier) of every cluster radix plan the backend has prepared."""
     return {(r.plan.split, dict(r.plan.variant.extra)["DS_VECS"]) for r in backend._ready.values()
             if r.plan.how == SPLIT_RADIX}
+
+
+def _radix_tier(dtype: str, tier: int) -> tuple:
+    """(threads, vectors) of the cluster radix select's tier; skips without clusters."""
+    if not _has_clusters():
+        pytest.skip("this GPU has no thread-block clusters")
+    return RADIX_TIERS[dtype][tier]
+
+
+def _radix_width(dtype: str, tier: int) -> int:
+    """Columns a tier holds at 16 CTAs a row."""
+    threads, vectors = _radix_tier(dtype, tier)
+    return threads * vectors * 16 * (16 // ITEMSIZE[dtype])
 
 
 @pytest.fixture(params=[SPLIT_RADIX, SPLIT_CLUSTER, SPLIT_WORKSPACE])
@@ -126,9 +139,7 @@ def test_real_fixtures(how, fixtures_dir):
 def test_radix_rows_filling_each_tier(dtype, tier):
     # The widest row each tier holds at split 2 and 3 (a CTA's last vector in use), with the
     # rows off the 16-byte boundary (a column of offset, begin) so both end vectors are partial.
-    if not _has_clusters():
-        pytest.skip("this GPU has no thread-block clusters")
-    threads, vectors = RADIX_TIERS[dtype][tier]
+    threads, vectors = _radix_tier(dtype, tier)
     vec = 16 // ITEMSIZE[dtype]
     for split in (2, 3):
         width = (threads * vectors * split - 1) * vec
@@ -141,6 +152,26 @@ def test_radix_rows_filling_each_tier(dtype, tier):
             check(x, 2048, begin=begin, indices_type="int32")
             check(x, 100, sorted=True)
         assert (split, vectors) in _radix_plans()
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+@pytest.mark.parametrize("tier", range(4))
+def test_radix_runs_of_equal_values(dtype, tier):
+    # Runs of one value (0, 1.5, -2, +-inf) among random ones, at random lengths, in rows just
+    # inside each tier at 16 CTAs: a warp's lanes hold vectors of one value, of a few, or a mix,
+    # and the k-th key may be one a run shares with thousands of columns across CTAs.
+    width = _radix_width(dtype, tier) - 5
+    rng = np.random.default_rng(tier)
+    x = rng.standard_normal((2, width)).astype(np.float32)
+    for row in x:
+        starts = np.sort(rng.choice(width, 40, replace=False))
+        for a, b in zip(starts[::2], starts[1::2]):
+            row[a:b] = rng.choice([0.0, 1.5, -2.0, np.inf, -np.inf])
+    x = x.astype(numpy_dtype(dtype))
+    with backend.forced_split(16, SPLIT_RADIX):
+        for k in (7, 2048):
+            check(x, k, indices_type="int32")
+    assert (16, _radix_tier(dtype, tier)[1]) in _radix_plans()
 
 
 def test_radix_plans_of_several_shared_memory_sizes():
