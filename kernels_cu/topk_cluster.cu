@@ -9,7 +9,9 @@
 //      shared memory to the first threads (compact), so the passes below skip most warps.
 //      Per digit: each CTA histograms its elements still in the bucket, the cluster sums the
 //      histograms through distributed shared memory, every CTA picks the same digit. The end is
-//      the key K of the k-th largest (or a prefix of it that no other element shares).
+//      the key K of the k-th largest (or a prefix of it that no other element shares). bfloat16
+//      rows try first one pass over the keys' offsets from T0, which settles K when it lies
+//      within 255 keys of T0 (normal rows), in one exchange instead of two.
 //   3. The row's winners are the keys above K and, among those equal to K, the lowest columns.
 //      Every CTA publishes how many it has of each; from them every CTA knows how many ties it
 //      takes and where its winners start in the row's output (CTA rank is column order).
@@ -87,6 +89,9 @@ constexpr bool KEYS_AT_LOAD = V <= 2;
 // (ncu: 31% of the stall samples waiting for instructions).
 constexpr int SLOT_UNROLL = PREFILTERED ? 1 : V;
 constexpr bool KEYED = KEYS_AT_LOAD || PREFILTERED;
+// bfloat16's 255 keys above the prefilter's bound span two octaves, which hold the k-th largest
+// of normal rows (float16's span a quarter of one; float32's far less).
+constexpr bool KEY_OFFSETS = PREFILTERED && DS_DTYPE == 2;
 __device__ __forceinline__ u32 elem_key(const Vec& v, int e) { return KEYED ? (u32)v.b[e] : key_of(v.b[e]); }
 
 // Clears from `valid` the vectors whose elements are all below T0, a key at or below the row's
@@ -240,8 +245,9 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS, 1) DS_ENTRY(const Param
     // 2. The digits of K (none when the row has at most k elements: all are taken).
     ClusterHistogram<NT> hist{sh.hist, split, rank};
     u32 rounds = V;  // slots holding candidates (the prefiltered tiers' compact)
+    u32 t0 = 0;      // the prefilter's bound (0: none)
     if (PREFILTERED) {
-        const u32 t0 = n > k && split * NT >= k ? prefilter(x, valid, k, sh.sel, hist) : 0;
+        t0 = n > k && split * NT >= k ? prefilter(x, valid, k, sh.sel, hist) : 0;
         rounds = compact(x, valid, t0, candidate_keys, cols, sh.warp_totals);
     }
     // Slot u: its elements (keys but for the float32 four-vector tier), and its vector of the row.
@@ -255,26 +261,42 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS, 1) DS_ENTRY(const Param
     };
     const auto slot_vec = [&](int u) { return PREFILTERED ? cta_v + cols[(warp * rounds + u) * 32 + lane] : vec_at(u); };
     const int slots = PREFILTERED ? (int)rounds : V;
-    Digits d{0, 0, m};
-    if (n > k) {
-        d = radix_digits(DS_ELEM_BITS - 8, k, 0, sh.sel, hist, [&](u32* h, int shift, const Digits& dd) {
+    // f(key, i) for each of this thread's candidates (bit i of valid).
+    const auto each_candidate = [&](auto f) {
 #pragma unroll SLOT_UNROLL
-            for (int u = 0; u < slots; ++u) {
-                // A warp none of whose lanes has an element left in vector u skips it.
-                if (!__any_sync(DS_FULL_MASK, vec_bits(valid, u))) continue;
-                const Vec v = slot(u);
+        for (int u = 0; u < slots; ++u) {
+            // A warp none of whose lanes has an element left in vector u skips it.
+            if (!__any_sync(DS_FULL_MASK, vec_bits(valid, u))) continue;
+            const Vec v = slot(u);
 #pragma unroll
-                for (int e = 0; e < DS_VEC; ++e) {
-                    // One shared atomic a lane: a warp_hist_add (match_any, then one add per bin)
-                    // for each of a thread's elements cost more than the adds' serialisation.
-                    const u32 key = elem_key(v, e), high = key & (u32)dd.mask;
-                    if (bit(valid, u * DS_VEC + e) && high == (u32)dd.prefix) atomicAdd(&h[(key >> shift) & 255], 1u);
-                    // Below the bucket: neither in a later bucket nor a winner, so the later
-                    // passes and steps 3 and 4 skip it (the prefilter has dropped most such
-                    // vectors of its tiers already; there the test measured slower).
-                    if (!PREFILTERED && high < (u32)dd.prefix) valid &= ~((u64)1 << (u * DS_VEC + e));
-                }
-            }
+            for (int e = 0; e < DS_VEC; ++e)
+                if (bit(valid, u * DS_VEC + e)) f(elem_key(v, e), u * DS_VEC + e);
+        }
+    };
+    Digits d{0, 0, m};
+    bool settled = n <= k;  // then every element is taken
+    if (KEY_OFFSETS && t0 && !settled) {
+        // Every candidate is at or above t0 and at least k of them are, so when the k-th
+        // largest lies within 255 keys of t0, one pass over offsets from t0 (bin b < 255: key
+        // t0 + b; bin 255: t0 + 255 and up) finds it, where the digits from the top take two.
+        u32* h = hist.begin(sh.sel);
+        each_candidate([&](u32 key, int) { atomicAdd(&h[min(key - t0, 255u)], 1u); });
+        hist.pick(sh.sel, k);
+        settled = sh.sel.digit < 255;
+        if (settled) d = Digits{t0 + sh.sel.digit, DS_KEY_MASK, k - sh.sel.above, sh.sel.bucket};
+    }
+    if (!settled) {
+        d = radix_digits(DS_ELEM_BITS - 8, k, 0, sh.sel, hist, [&](u32* h, int shift, const Digits& dd) {
+            each_candidate([&](u32 key, int i) {
+                // One shared atomic a lane: a warp_hist_add (match_any, then one add per bin)
+                // for each of a thread's elements cost more than the adds' serialisation.
+                const u32 high = key & (u32)dd.mask;
+                if (high == (u32)dd.prefix) atomicAdd(&h[(key >> shift) & 255], 1u);
+                // Below the bucket: neither in a later bucket nor a winner, so the later
+                // passes and steps 3 and 4 skip it (the prefilter has dropped most such
+                // vectors of its tiers already; there the test measured slower).
+                if (!PREFILTERED && high < (u32)dd.prefix) valid &= ~((u64)1 << i);
+            });
         });
     }
     const u32 prefix = (u32)d.prefix, mask = (u32)d.mask;

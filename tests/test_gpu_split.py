@@ -174,6 +174,24 @@ def test_radix_runs_of_equal_values(dtype, tier):
     assert (16, _radix_tier(dtype, tier)[1]) in _radix_plans()
 
 
+@pytest.mark.parametrize("tier", [2, 3])
+def test_radix_key_offsets_settle_or_fall_back(tier):
+    # bfloat16's prefiltered tiers find K in one pass over key offsets from the prefilter's
+    # bound when K lies within 255 keys of it (normal rows), and otherwise run the passes from
+    # the top: in rows ascending over 60 octaves, k = 2048 puts the bound (about CTA 14's
+    # smallest thread maximum) ~7 octaves (~900 keys) below K. Both must match NumPy.
+    width = _radix_width("bfloat16", tier) - 3
+    normal = distributions.make("normal", 2, width, "bfloat16", seed=tier)
+    octaves = np.exp2(np.linspace(-30, 30, width, dtype=np.float32))[None, :].repeat(2, axis=0)
+    octaves[1] = -octaves[1][::-1]
+    for x in (normal, octaves.astype(numpy_dtype("bfloat16"))):
+        with backend.forced_split(16, SPLIT_RADIX):
+            for k in (100, 2048):
+                check(x, k, indices_type="int32")
+            check(x, 512, sorted=True)
+    assert (16, _radix_tier("bfloat16", tier)[1]) in _radix_plans()
+
+
 def test_radix_plans_of_several_shared_memory_sizes():
     # One radix variant serves every k, and with sorted=True its gather buffer grows with k past
     # the 48 KiB a kernel gets without opting in (k = 4096: 70 KiB). A smaller plan prepared
