@@ -59,9 +59,40 @@ def test_device_check_script():
 
 
 @pytest.mark.parametrize("args", [["make_samples.py", "/nonexistent"], ["inspect_wheel.py", "/nonexistent.whl"],
-                                  ["gpu_tool.py"]], ids=str)
+                                  ["gpu_tool.py"], ["ncu_stalls.py", "/nonexistent.csv"]], ids=str)
 def test_missing_inputs_one_line(args):
     name, *rest = args
     result = run(str(TOOLS / name), *rest)
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and name in result.stderr
+
+
+def test_ncu_stalls_groups_samples(tmp_path):
+    # A made-up source page of three instructions (10 samples: 6, 3 and 1) and the disassembly
+    # that puts the first two on line 7 of a.cu and the third on line 9: the shares follow by
+    # hand, 90% and 10% by line; by executions per 100, the instructions run 100, 100 and 2
+    # times fall in "0.5 - 1.5" (9 samples) and "< 0.05" (1).
+    header = ('"Address","Source","Warp Stall Sampling (All Samples)","Instructions Executed",'
+              '"stall_barrier","stall_wait","stall_barrier (Not Issued)"')
+    rows = ['"0x7f0000000100","LDS R1, [R2]","6","100","5","1","0"',
+            '"0x7f0000000110","IADD R3, R1, 1","3","100","0","3","0"',
+            '"0x7f0000000120","BAR.SYNC 0x0","1","2","1","0","0"']
+    csv_path = tmp_path / "page.csv"
+    csv_path.write_text('"Kernel Name","k",\n' + "\n".join([header, *rows]) + "\n")
+    dis = tmp_path / "k.dis"
+    dis.write_text('\t//## File "/src/a.cu", line 7\n        /*0000*/  LDS R1, [R2] ;\n'
+                   '        /*0010*/  IADD R3, R1, 1 ;\n\t//## File "/src/a.cu", line 9\n'
+                   '        /*0020*/  BAR.SYNC 0x0 ;\n')
+    env_columns = dict(os.environ, COLUMNS="200")
+    result = subprocess.run([sys.executable, str(TOOLS / "ncu_stalls.py"), str(csv_path), "--dis", str(dis),
+                             "--per", "100"], capture_output=True, text=True, timeout=120, env=env_columns)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+
+    def cells(first):
+        row = next(line for line in lines if line.startswith("│ " + first))
+        return [c.strip() for c in row.strip("│").split("│")]
+
+    assert cells("barrier")[1:3] == ["6", "60.0%"] and cells("wait")[1:3] == ["4", "40.0%"]
+    assert cells("a.cu:7")[1:3] == ["9", "90.0%"] and cells("a.cu:9")[1:3] == ["1", "10.0%"]
+    assert cells("0.5 - 1.5")[1:4] == ["9", "90.0%", "200"] and cells("< 0.05")[1:4] == ["1", "10.0%", "2"]

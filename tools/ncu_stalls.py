@@ -1,0 +1,133 @@
+"""Where a kernel's warps stall, from Nsight Compute's per-instruction source page:
+
+    ncu --set full --import-source yes -k regex:ds_topk_stream -s 2 -c 1 -o prof \\
+        python tools/profile_case.py 4096 131072 512
+    ncu -i prof.ncu-rep --page source --csv --print-source sass > prof.csv
+    python tools/ncu_stalls.py prof.csv                      # reasons, then the top instructions
+    python tools/ncu_stalls.py prof.csv --dis kernel.dis     # by source line instead
+    python tools/ncu_stalls.py prof.csv --per 1048576        # by executions per unit of work
+
+--dis takes `nvdisasm -g -c` of the kernel's cubin (the kernel cache's .cubin for that
+variant): its line markers map each instruction to a source file and line. --per N groups the
+instructions by how often each ran against N (for example rows x blocks x warps: what runs once
+a block, what runs in the selects, what runs once a row). Shares are of all warp stall samples.
+No GPU needed; prints tables."""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import csv
+import re
+import sys
+from pathlib import Path
+
+SAMPLES = "Warp Stall Sampling (All Samples)"
+EXECUTED = "Instructions Executed"
+
+
+def read_source_page(path: Path) -> tuple[list[str], list[dict]]:
+    """(stall reason columns, rows) of an `ncu --page source --csv --print-source sass` file."""
+    lines = path.read_text().splitlines()
+    # A "Kernel Name" line comes first; the header is the first line naming the samples column.
+    start = next((i for i, line in enumerate(lines) if SAMPLES in line), None)
+    if start is None:
+        sys.exit(f"tools/ncu_stalls.py: {path} has no {SAMPLES!r} column; export it with "
+                 "ncu -i REPORT --page source --csv --print-source sass")
+    rows = list(csv.DictReader(lines[start:]))
+    reasons = [h for h in rows[0] if h.startswith("stall_") and "Not Issued" not in h] if rows else []
+    return reasons, rows
+
+
+def count(row: dict, column: str) -> int:
+    return int((row.get(column) or "0").replace(",", "") or 0)
+
+
+def source_lines(path: Path) -> dict[int, str]:
+    """Instruction offset -> "file:line" from `nvdisasm -g -c` output."""
+    where, current = {}, None
+    for line in path.read_text().splitlines():
+        marker = re.search(r'//## File "([^"]+)", line (\d+)', line)
+        if marker:
+            current = f"{Path(marker.group(1)).name}:{marker.group(2)}"
+            continue
+        offset = re.match(r"\s*/\*([0-9a-f]{4,})\*/", line)
+        if offset and current:
+            where[int(offset.group(1), 16)] = current
+    return where
+
+
+def per_class(executed: int, per: int) -> str:
+    if executed == 0:
+        return "never"
+    ratio = executed / per
+    for bound, name in ((0.05, "< 0.05"), (0.5, "0.05 - 0.5"), (1.5, "0.5 - 1.5")):
+        if ratio < bound:
+            return name
+    return ">= 1.5"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("csv", type=Path, help="ncu --page source --csv --print-source sass output")
+    parser.add_argument("--dis", type=Path, help="nvdisasm -g -c output of the same cubin: group by source line")
+    parser.add_argument("--per", type=int, help="group by executions per this many units of work")
+    parser.add_argument("--top", type=int, default=20, help="rows of the last table (default 20)")
+    args = parser.parse_args()
+    for path in (args.csv, args.dis):
+        if path is not None and not path.is_file():
+            sys.exit(f"tools/ncu_stalls.py: no such file: {path}")
+
+    from rich.console import Console
+    from rich.table import Table
+
+    reasons, rows = read_source_page(args.csv)
+    total = sum(count(r, SAMPLES) for r in rows)
+    if not total:
+        sys.exit(f"tools/ncu_stalls.py: {args.csv} holds no warp stall samples (profile with --set full)")
+    console = Console()
+
+    by_reason = collections.Counter({r[len("stall_"):]: sum(count(row, r) for row in rows) for r in reasons})
+    table = Table("reason", "samples", "share", title=f"{args.csv.name}: {total} warp stall samples")
+    for reason, n in by_reason.most_common(10):
+        table.add_row(reason, str(n), f"{100 * n / total:.1f}%")
+    console.print(table)
+
+    def top_reasons(group: list[dict]) -> str:
+        c = collections.Counter({r[len("stall_"):]: sum(count(row, r) for row in group) for r in reasons})
+        return ", ".join(f"{name} {n}" for name, n in c.most_common(2) if n)
+
+    if args.per:
+        groups = collections.defaultdict(list)
+        for row in rows:
+            groups[per_class(count(row, EXECUTED), args.per)].append(row)
+        table = Table("runs per unit", "samples", "share", "warp instructions", "top reasons",
+                      title=f"by executions per {args.per}")
+        for name, group in sorted(groups.items(), key=lambda kv: -sum(count(r, SAMPLES) for r in kv[1])):
+            n = sum(count(r, SAMPLES) for r in group)
+            table.add_row(name, str(n), f"{100 * n / total:.1f}%", str(sum(count(r, EXECUTED) for r in group)),
+                          top_reasons(group))
+        console.print(table)
+
+    if args.dis:
+        where = source_lines(args.dis)
+        base = int(rows[0]["Address"], 16)
+        groups = collections.defaultdict(list)
+        for row in rows:
+            groups[where.get(int(row["Address"], 16) - base, "?")].append(row)
+        table = Table("source line", "samples", "share", "top reasons", title="by source line")
+        ranked = sorted(groups.items(), key=lambda kv: -sum(count(r, SAMPLES) for r in kv[1]))
+        for name, group in ranked[: args.top]:
+            n = sum(count(r, SAMPLES) for r in group)
+            table.add_row(name, str(n), f"{100 * n / total:.1f}%", top_reasons(group))
+    else:
+        table = Table("address", "instruction", "samples", "share", "executed", "top reasons", title="by instruction")
+        for row in sorted(rows, key=lambda r: -count(r, SAMPLES))[: args.top]:
+            n = count(row, SAMPLES)
+            table.add_row(row["Address"][-6:], row["Source"].strip()[:48], str(n), f"{100 * n / total:.1f}%",
+                          str(count(row, EXECUTED)), top_reasons([row]))
+    console.print(table)
+
+
+if __name__ == "__main__":
+    main()
