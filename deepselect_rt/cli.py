@@ -185,10 +185,12 @@ def _warmup(args, out, err) -> int:
             raise ValueError(f"--dtype {d!r}: use one of {', '.join(INPUT_DTYPES)}")
     if args.dtype is not None and not dtypes:
         raise ValueError(f"--dtype {args.dtype[-1]!r}: name at least one of {', '.join(INPUT_DTYPES)}")
-    try:
-        ks = [int(k) for k in split_values(args.k)]
-    except ValueError:
-        raise ValueError(f"--k {args.k}: expected integers") from None
+    ks = []
+    for k in split_values(args.k):
+        try:
+            ks.append(int(k))
+        except ValueError:
+            raise ValueError(f"--k {k!r}: expected an integer") from None
     if args.k is not None and not ks:
         raise ValueError(f"--k {args.k[-1]!r}: name at least one k")
     for k in ks:
@@ -351,10 +353,10 @@ def main(argv=None) -> int:
     from .errors import BackendUnavailableError, CompileError
 
     args = build_parser().parse_args(argv)
-    # Piped output gets wide lines: a log or a test wants whole kernel names and paths, not the
-    # 80-column ellipses rich gives a non-terminal.
-    out = Console() if sys.stdout.isatty() else Console(width=200)
-    err = Console(stderr=True) if sys.stderr.isatty() else Console(stderr=True, width=200)
+    # Piped output gets wide tables and unwrapped lines: a log or a test wants whole kernel names
+    # and paths, not the 80-column ellipses rich gives a non-terminal, and an error on one line.
+    out = Console() if sys.stdout.isatty() else Console(width=200, soft_wrap=True)
+    err = Console(stderr=True) if sys.stderr.isatty() else Console(stderr=True, width=200, soft_wrap=True)
 
     def show_warning(message, category, filename, lineno, file=None, line=None) -> None:
         # One line per warning, like the errors; not Python's file:line and source echo.
