@@ -96,3 +96,23 @@ def test_ncu_stalls_groups_samples(tmp_path):
     assert cells("barrier")[1:3] == ["6", "60.0%"] and cells("wait")[1:3] == ["4", "40.0%"]
     assert cells("a.cu:7")[1:3] == ["9", "90.0%"] and cells("a.cu:9")[1:3] == ["1", "10.0%"]
     assert cells("0.5 - 1.5")[1:4] == ["9", "90.0%", "200"] and cells("< 0.05")[1:4] == ["1", "10.0%", "2"]
+
+
+@pytest.mark.parametrize("case", ["folder", "binary", "not a count", "no line info", "--per 0", "--top -1"])
+def test_ncu_stalls_rejects_bad_input_in_one_line(tmp_path, case):
+    page = tmp_path / "page.csv"
+    count = "abc" if case == "not a count" else "4"
+    page.write_text('"Address","Source","Warp Stall Sampling (All Samples)","Instructions Executed",'
+                    f'"stall_wait"\n"0x100","NOP","{count}","1","4"\n')
+    (tmp_path / "blob").write_bytes(bytes([0, 255, 254, 253]))
+    (tmp_path / "plain.dis").write_text("no line markers here\n")
+    args = {"folder": [str(tmp_path)], "binary": [str(tmp_path / "blob")], "not a count": [str(page)],
+            "no line info": [str(page), "--dis", str(tmp_path / "plain.dis")],
+            "--per 0": [str(page), "--per", "0"], "--top -1": [str(page), "--top", "-1"]}[case]
+    result = run(str(TOOLS / "ncu_stalls.py"), *args)
+    assert "Traceback" not in result.stderr
+    if case.startswith("--"):  # argparse's usage line, then its error
+        assert result.returncode == 2 and "expected an integer >= 1" in result.stderr.splitlines()[-1]
+    else:
+        assert result.returncode == 1 and len(result.stderr.strip().splitlines()) == 1
+        assert "ncu_stalls.py" in result.stderr

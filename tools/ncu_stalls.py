@@ -26,15 +26,34 @@ SAMPLES = "Warp Stall Sampling (All Samples)"
 EXECUTED = "Instructions Executed"
 
 
+def fail(message: str) -> None:
+    sys.exit(f"tools/ncu_stalls.py: {message}")
+
+
+def read_text(path: Path) -> str:
+    if not path.is_file():
+        fail(f"{path} is not a file")
+    try:
+        return path.read_text()
+    except UnicodeDecodeError:
+        fail(f"{path} is not text (pass the CSV export or nvdisasm's output, not a report or cubin)")
+
+
 def read_source_page(path: Path) -> tuple[list[str], list[dict]]:
     """(stall reason columns, rows) of an `ncu --page source --csv --print-source sass` file."""
-    lines = path.read_text().splitlines()
+    lines = read_text(path).splitlines()
     # A "Kernel Name" line comes first; the header is the first line naming the samples column.
     start = next((i for i, line in enumerate(lines) if SAMPLES in line), None)
     if start is None:
-        sys.exit(f"tools/ncu_stalls.py: {path} has no {SAMPLES!r} column; export it with "
-                 "ncu -i REPORT --page source --csv --print-source sass")
+        fail(f"{path} has no {SAMPLES!r} column; export it with "
+             "ncu -i REPORT --page source --csv --print-source sass")
     rows = list(csv.DictReader(lines[start:]))
+    for row in rows:
+        for column in (SAMPLES, EXECUTED):
+            if not re.fullmatch(r"[\d,]*", row.get(column) or ""):
+                fail(f"{path}: {column!r} holds {row.get(column)!r}, not a count")
+        if not re.fullmatch(r"0x[0-9a-fA-F]+", row.get("Address") or ""):
+            fail(f"{path}: an address {row.get('Address')!r} is not hexadecimal")
     reasons = [h for h in rows[0] if h.startswith("stall_") and "Not Issued" not in h] if rows else []
     return reasons, rows
 
@@ -46,7 +65,7 @@ def count(row: dict, column: str) -> int:
 def source_lines(path: Path) -> dict[int, str]:
     """Instruction offset -> "file:line" from `nvdisasm -g -c` output."""
     where, current = {}, None
-    for line in path.read_text().splitlines():
+    for line in read_text(path).splitlines():
         marker = re.search(r'//## File "([^"]+)", line (\d+)', line)
         if marker:
             current = f"{Path(marker.group(1)).name}:{marker.group(2)}"
@@ -54,6 +73,8 @@ def source_lines(path: Path) -> dict[int, str]:
         offset = re.match(r"\s*/\*([0-9a-f]{4,})\*/", line)
         if offset and current:
             where[int(offset.group(1), 16)] = current
+    if not where:
+        fail(f"{path} maps no instruction to a source line (use nvdisasm -g -c on a cubin built with line info)")
     return where
 
 
@@ -67,16 +88,24 @@ def per_class(executed: int, per: int) -> str:
     return ">= 1.5"
 
 
+def positive(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected an integer >= 1")
+    return value
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("csv", type=Path, help="ncu --page source --csv --print-source sass output")
     parser.add_argument("--dis", type=Path, help="nvdisasm -g -c output of the same cubin: group by source line")
-    parser.add_argument("--per", type=int, help="group by executions per this many units of work")
-    parser.add_argument("--top", type=int, default=20, help="rows of the last table (default 20)")
+    parser.add_argument("--per", type=positive, help="group by executions per this many units of work")
+    parser.add_argument("--top", type=positive, default=20, help="rows of the last table (default 20)")
     args = parser.parse_args()
-    for path in (args.csv, args.dis):
-        if path is not None and not path.is_file():
-            sys.exit(f"tools/ncu_stalls.py: no such file: {path}")
 
     from rich.console import Console
     from rich.table import Table
@@ -84,7 +113,7 @@ def main() -> None:
     reasons, rows = read_source_page(args.csv)
     total = sum(count(r, SAMPLES) for r in rows)
     if not total:
-        sys.exit(f"tools/ncu_stalls.py: {args.csv} holds no warp stall samples (profile with --set full)")
+        fail(f"{args.csv} holds no warp stall samples (profile with --set full)")
     console = Console()
 
     by_reason = collections.Counter({r[len("stall_"):]: sum(count(row, r) for row in rows) for r in reasons})
