@@ -239,9 +239,6 @@ class KernelCache:
             return self.root
         except OSError as exc:
             self.unwritable_reason = f"{exc.strerror or exc}: {exc.filename}" if exc.filename else str(exc)
-            _warn_once("memory-only", f"deepselect-rt: the kernel cache {self.root} is not writable ({exc}); "
-                       f"compiled kernels are kept in memory for this process only. Set "
-                       f"{config.ENV_CACHE_DIR} to a writable folder to keep them.")
             return None
 
     @staticmethod
@@ -355,7 +352,12 @@ class KernelCache:
         binary, seconds = self._compile(variant, arch)
         path = None
         writable = self.writable_root()
-        if writable is not None:
+        if writable is None:
+            # Said when a compile cannot be kept, not when the cache is only listed or read.
+            _warn_once("memory-only", f"deepselect-rt: the kernel cache {self.root} is not writable "
+                       f"({self.unwritable_reason}); compiled kernels are kept in memory for this process "
+                       f"only. Set {config.ENV_CACHE_DIR} to a writable folder to keep them.")
+        else:
             meta = {**fields, "key": key, "size": len(binary),
                     "sha256": _sha256(binary), "created": time.time(),
                     "compile_seconds": round(seconds, 4)}
