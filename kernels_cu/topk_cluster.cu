@@ -4,9 +4,10 @@
 //
 //   1. Each CTA loads its slice of the row once: DS_VECS 16-byte vectors per thread, each warp
 //      a contiguous run of the row (so columns follow (warp, vector, lane, element)).
-//   2. Threads holding 32 or more elements first select over their maxima for a bound T0 and
-//      drop the vectors entirely below it (prefilter); the vectors left, as keys, move through
-//      shared memory to the first threads (compact), so the passes below skip most warps.
+//   2. Threads holding 32 or more elements first select over their maxima (each CTA over its
+//      own, then the least of the CTAs' bounds) for a bound T0 and drop the vectors entirely
+//      below it (prefilter); the vectors left, as keys, move through shared memory to the first
+//      threads (compact), so the passes below skip most warps.
 //      Per digit: each CTA histograms its elements still in the bucket, the cluster sums the
 //      histograms through distributed shared memory, every CTA picks the same digit. The end is
 //      the key K of the k-th largest (or a prefix of it that no other element shares). bfloat16
@@ -38,8 +39,11 @@ struct Shared {
     SelectScratch sel;  // the digit each pass picks (its histogram is unused: the cluster's are in hist)
     u32 warp_totals[NT / 32];
     u32 nans;          // this CTA's NaN
+    alignas(16) u32 prefilter_hist[3][256];  // the prefilter's select in the CTA (OneBarrierHistogram)
+    uint4 bounds[MAX_CLUSTER];          // every CTA's prefilter bound t_c (.x), pushed by it
     uint4 cluster_counts[MAX_CLUSTER];  // every CTA's elements above K, equal to K, NaN, pushed by it
-    u64 counts_arrived;                 // mbarrier of the pushed counts
+    u64 bounds_arrived, counts_arrived; // mbarriers of the pushed bounds and counts
+    u32 t0;            // the prefilter's bound: the least of bounds
     u32 take, start;   // ties this CTA takes; the row's output slot of its first winner
     u32 has_nan;
 };
@@ -66,7 +70,7 @@ constexpr u32 CANDIDATES = PREFILTERED ? NT * V : 0;
 constexpr u32 COLS_OFFSET = (sizeof(Shared) + 15) / 16 * 16;
 constexpr u32 KEYS_OFFSET = COLS_OFFSET + (CANDIDATES * (u32)sizeof(u16) + 15) / 16 * 16;
 constexpr u32 GATHER_OFFSET = KEYS_OFFSET + CANDIDATES * (u32)sizeof(uint4);
-static_assert(COLS_OFFSET <= 38528, "deepselect_rt/cuda/plan.py's _RADIX_SCRATCH_BYTES covers Shared");
+static_assert(COLS_OFFSET <= 41984, "deepselect_rt/cuda/plan.py's _RADIX_SCRATCH_BYTES covers Shared");
 
 // A key at or below every element of v: the key of its packed maximum (the maximum of the two
 // halves' keys for the 16-bit dtypes). Not keys of the elements: those the compiler keeps
@@ -94,25 +98,49 @@ constexpr bool KEYED = KEYS_AT_LOAD || PREFILTERED;
 constexpr bool KEY_OFFSETS = PREFILTERED && DS_DTYPE == 2;
 __device__ __forceinline__ u32 elem_key(const Vec& v, int e) { return KEYED ? (u32)v.b[e] : key_of(v.b[e]); }
 
+// Stores `mine` at slots[rank] of every CTA of the cluster, from threads 0 .. split - 1: the
+// others' by st.async, which their mbarrier `arrived` counts; this CTA's own by a plain store
+// (visible to warp 0 after a __syncwarp). Thread 0 first arms this CTA's `arrived` for the other
+// CTAs' stores. Warp 0 reads the slots after mbar_wait(arrived).
+__device__ __forceinline__ void push_to_cluster(uint4* slots, u64* arrived, uint4 mine, u32 split, u32 rank) {
+    if (threadIdx.x == 0) mbar_arrive_expect(arrived, (split - 1) * (u32)sizeof(uint4));
+    if (threadIdx.x < split) {
+        if (threadIdx.x == rank) slots[rank] = mine;
+        else cluster_store_async(cluster_map(&slots[rank], threadIdx.x), mine, cluster_map(arrived, threadIdx.x));
+    }
+}
+
 // Clears from `valid` the vectors whose elements are all below T0, a key at or below the row's
-// k-th largest: the cluster's threads' maxima at or above T0 number at least k, and they are
-// distinct elements. (Slots without an element hold -inf: a thread with none offers -inf, at
-// or above T0 only when T0 is the least key there is, and then nothing is cleared.) T0 comes
-// from a radix select over the maxima that may stop a digit early (slack k / 4): a looser T0
-// keeps a few more candidates, an exact one costs more cluster passes. The select that follows
-// sees every element at or above T0, so it finds the same K; whole vectors are cleared, and
-// the elements below T0 left in a kept vector are selected over like any other.
-template <class Hist>
-__device__ __forceinline__ u32 prefilter(const Vec (&x)[V], u64& valid, u32 k, SelectScratch& sel, Hist& hist) {
+// k-th largest. Each CTA finds, by a radix select over its threads' maxima (slack a quarter),
+// a key t_c at or below ceil(k / split) of them; T0 is the least t_c. So at least k maxima of
+// the cluster are at or above T0, and they are distinct elements. (Slots without an element
+// hold -inf: a thread with none offers -inf, counted only when t_c, and so T0, is at or below
+// -inf's key, the least key of an element, and then nothing is cleared.) The selects stay in
+// each CTA and the cluster exchanges one key a CTA: the same select over the cluster's summed
+// histograms took two exchanges, ~4,600 cycles each (1 x 1M bf16, H200). The select that
+// follows sees every element at or above T0, so it finds the same K; whole vectors are
+// cleared, and the elements below T0 left in a kept vector are selected over like any other.
+__device__ __forceinline__ u32 prefilter(const Vec (&x)[V], u64& valid, u32 k, u32 split, u32 rank, Shared& sh) {
     u32 word = DS_NEG_INF_WORD;
 #pragma unroll
     for (int u = 0; u < V; ++u) word = max2_nan(word, vec_max(x[u]));
     Vec top;
     top.v = make_uint4(word, word, word, word);
     const u32 top_key = vec_top_key(top);
-    const u32 t0 = (u32)radix_digits(DS_ELEM_BITS - 8, k, k / 4, sel, hist, [&](u32* h, int shift, const Digits& d) {
+    const u32 kc = (k + split - 1) / split;
+    OneBarrierHistogram<NT> local{sh.prefilter_hist};
+    const u32 mine = (u32)radix_digits(DS_ELEM_BITS - 8, kc, kc / 4, sh.sel, local, [&](u32* h, int shift, const Digits& d) {
         warp_hist_add(h, (top_key >> shift) & 255, (top_key & (u32)d.mask) == (u32)d.prefix);
     }).prefix;
+    push_to_cluster(sh.bounds, &sh.bounds_arrived, make_uint4(mine, 0, 0, 0), split, rank);
+    if (threadIdx.x < 32) {
+        mbar_wait(&sh.bounds_arrived, 0);
+        __syncwarp();  // this CTA's own bound, stored by lane `rank`
+        const u32 t = __reduce_min_sync(DS_FULL_MASK, threadIdx.x < split ? sh.bounds[threadIdx.x].x : ~0u);
+        if (threadIdx.x == 0) sh.t0 = t;
+    }
+    __syncthreads();
+    const u32 t0 = sh.t0;
 #pragma unroll
     for (int u = 0; u < V; ++u)
         if (vec_top_key(x[u]) < t0) valid &= ~((u64)((1u << DS_VEC) - 1) << (u * DS_VEC));
@@ -133,15 +161,27 @@ __device__ __forceinline__ void clear_keys(Vec& kv, u32 t0, u32 bits) {
     }
 }
 
-// The prefiltered tiers' vectors left in `valid` become keys, with key 0 (a NaN's pattern, no
-// element's key) for their elements outside the row or below t0 (below K: neither winners nor
-// in K's bucket), and move to shared memory in column order: keys[i] and cols[i] (its vector
-// offset in the CTA's slice). From then on slot u of lane l of warp w is candidate
-// (w x rounds + u) x 32 + l, rounds = ceil(count / NT): slot_ranks' column order still holds,
-// and the few vectors left (1M-element rows, k = 2048: ~2,500 of 131,072) fill a few warps a
-// CTA, one slot each, where each later pass, the counts and the winners went over all 64
-// elements of every thread. `valid` becomes the candidates' (nonzero keys). Returns rounds.
-__device__ __forceinline__ u32 compact(const Vec (&x)[V], u64& valid, u32 t0, uint4* keys, u16* cols, u32* warp_totals) {
+// The bits of vector vi's elements within the row's [first, last) (vectors counted as in step 1).
+__device__ __forceinline__ u32 row_bits(u32 vi, u32 first, u32 last) {
+    const u32 base = vi * DS_VEC;
+    const u32 lo = first > base ? min(first - base, (u32)DS_VEC) : 0;
+    const u32 hi = last > base ? min(last - base, (u32)DS_VEC) : 0;
+    return ((1u << hi) - 1) & ~((1u << lo) - 1);
+}
+
+// The prefiltered tiers' vectors left in `valid` move to shared memory in column order:
+// keys[i] and cols[i] (its vector offset in the CTA's slice, from vector cta_v on). From then
+// on slot u of lane l of warp w is candidate (w x rounds + u) x 32 + l, rounds = ceil(count /
+// NT): slot_ranks' column order still holds, and the few vectors left (1M-element rows, k =
+// 2048: ~2,500 of 131,072) fill a few warps a CTA, one slot each, where each later pass, the
+// counts and the winners went over all 64 elements of every thread. There each thread turns
+// its candidates into keys, with key 0 (a NaN's pattern, no element's key) for the elements
+// outside the row or below t0 (below K: neither winners nor in K's bucket): done before the
+// move, on every vector a thread holds (the stores are predicated), that cost ~2,800 issue
+// cycles of each SM sub-partition (1 x 1M bf16, ncu). `valid` becomes the candidates' (nonzero
+// keys). Returns rounds.
+__device__ __forceinline__ u32 compact(const Vec (&x)[V], u64& valid, u32 t0, uint4* keys, u16* cols, u32* warp_totals,
+                                       u32 cta_v, u32 first, u32 last) {
     const u32 lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     // Ranks in column order (slot_ranks' layout) from a ballot a slot, taken again for the
     // stores: an array of the ranks spilled.
@@ -159,10 +199,7 @@ __device__ __forceinline__ u32 compact(const Vec (&x)[V], u64& valid, u32 t0, ui
         const u32 b = __ballot_sync(DS_FULL_MASK, kept >> u & 1);
         if (kept >> u & 1) {
             const u32 i = pos + __popc(b & ((1u << lane) - 1));
-            Vec kv = x[u];
-            to_keys(kv);
-            clear_keys(kv, t0, vec_bits(valid, u));
-            keys[i] = kv.v;
+            keys[i] = x[u].v;
             cols[i] = (u16)(((warp * V + u) << 5) + lane);
         }
         pos += __popc(b);
@@ -170,12 +207,15 @@ __device__ __forceinline__ u32 compact(const Vec (&x)[V], u64& valid, u32 t0, ui
     __syncthreads();
     const u32 rounds = (count + NT - 1) / NT;
     valid = 0;
-#pragma unroll
-    for (int u = 0; u < V; ++u) {
+    // Not unrolled: each thread has `rounds` slots (one for normal rows), and valid is no array.
+    for (u32 u = 0; u < rounds; ++u) {
         const u32 i = (warp * rounds + u) * 32 + lane;
-        if (u >= rounds || i >= count) continue;
+        if (i >= count) break;
         Vec kv;
         kv.v = keys[i];
+        to_keys(kv);
+        clear_keys(kv, t0, row_bits(cta_v + cols[i], first, last));
+        keys[i] = kv.v;
 #pragma unroll
         for (int e = 0; e < DS_VEC; ++e) valid |= (u64)(kv.b[e] != 0) << (u * DS_VEC + e);
     }
@@ -193,7 +233,10 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS, 1) DS_ENTRY(const Param
     const u32 rank = blockIdx.x % split;
     // The mbarriers of the pushes, before the cluster barrier whose wait (after the load) lets
     // the pushes begin: then every CTA has started and initialised them.
-    if (threadIdx.x == 0) mbar_init(&sh.counts_arrived, 1);
+    if (threadIdx.x == 0) {
+        mbar_init(&sh.bounds_arrived, 1);
+        mbar_init(&sh.counts_arrived, 1);
+    }
     ClusterHistogram<NT>::init(sh.hist);
     cluster_arrive_relaxed();
     const u32 k = (u32)p.k;
@@ -239,6 +282,7 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS, 1) DS_ENTRY(const Param
 #pragma unroll
         for (int u = 0; u < V; ++u) to_keys(x[u]);
     if (threadIdx.x == 0) sh.nans = 0;
+    if (PREFILTERED) OneBarrierHistogram<NT>::init(sh.prefilter_hist);
     __syncthreads();
     cluster_wait();  // every CTA of the cluster has started: stores to its shared memory may begin
 
@@ -247,8 +291,8 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS, 1) DS_ENTRY(const Param
     u32 rounds = V;  // slots holding candidates (the prefiltered tiers' compact)
     u32 t0 = 0;      // the prefilter's bound (0: none)
     if (PREFILTERED) {
-        t0 = n > k && split * NT >= k ? prefilter(x, valid, k, sh.sel, hist) : 0;
-        rounds = compact(x, valid, t0, candidate_keys, cols, sh.warp_totals);
+        t0 = n > k && split * NT >= k ? prefilter(x, valid, k, split, rank, sh) : 0;
+        rounds = compact(x, valid, t0, candidate_keys, cols, sh.warp_totals, cta_v, first, last);
     }
     // Slot u: its elements (keys but for the float32 four-vector tier), and its vector of the row.
     // The prefiltered tiers read theirs from shared memory: held in registers through the
@@ -281,9 +325,9 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS, 1) DS_ENTRY(const Param
         // t0 + b; bin 255: t0 + 255 and up) finds it, where the digits from the top take two.
         u32* h = hist.begin(sh.sel);
         each_candidate([&](u32 key, int) { atomicAdd(&h[min(key - t0, 255u)], 1u); });
-        hist.pick(sh.sel, k);
-        settled = sh.sel.digit < 255;
-        if (settled) d = Digits{t0 + sh.sel.digit, DS_KEY_MASK, k - sh.sel.above, sh.sel.bucket};
+        const Pick got = hist.pick(sh.sel, k);
+        settled = got.digit < 255;
+        if (settled) d = Digits{t0 + got.digit, DS_KEY_MASK, k - got.above, got.bucket};
     }
     if (!settled) {
         d = radix_digits(DS_ELEM_BITS - 8, k, 0, sh.sel, hist, [&](u32* h, int shift, const Digits& dd) {
@@ -319,14 +363,8 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS, 1) DS_ENTRY(const Param
     nans = __reduce_add_sync(DS_FULL_MASK, nans);
     if (lane == 0 && nans) atomicAdd(&sh.nans, nans);
     const u32 cta = slot_ranks<NT, V>(counts, ranks, sh.warp_totals);  // its barriers settle the adds
-    // Pushed to every other CTA, as the histograms are (block/cluster_histogram.cuh); this
-    // CTA's own by a plain store.
-    if (threadIdx.x == 0) mbar_arrive_expect(&sh.counts_arrived, (split - 1) * (u32)sizeof(uint4));
-    if (threadIdx.x < split) {
-        const uint4 mine = make_uint4(cta >> TIE_BITS, cta & TIE_MASK, sh.nans, 0);
-        if (threadIdx.x == rank) sh.cluster_counts[rank] = mine;
-        else cluster_store_async(cluster_map(&sh.cluster_counts[rank], threadIdx.x), mine, cluster_map(&sh.counts_arrived, threadIdx.x));
-    }
+    // Pushed to every CTA, as the histograms are (block/cluster_histogram.cuh).
+    push_to_cluster(sh.cluster_counts, &sh.counts_arrived, make_uint4(cta >> TIE_BITS, cta & TIE_MASK, sh.nans, 0), split, rank);
     if (warp == 0) {
         mbar_wait(&sh.counts_arrived, 0);
         __syncwarp();  // this CTA's own counts, stored by lane `rank`

@@ -5,6 +5,7 @@
     python tools/cluster_phases.py --dists         # skewed rows against normal ones
     python tools/cluster_phases.py --phases --dist all_equal   # the steps on one skewed distribution
     python tools/cluster_phases.py --tree /tmp/base --json base.json   # another tree, to compare
+    python tools/cluster_phases.py --phases --warm  # L2 not flushed: what the cold code and row cost
 
 --phases times a copy of the kernels (in a temporary folder) that carries marks: at each one
 every thread meets a __syncthreads, then thread 0 of each CTA stores clock64 and %globaltimer to
@@ -34,6 +35,8 @@ parser.add_argument("--phases", action="store_true", help="also report the cycle
 parser.add_argument("--dists", action="store_true", help="time skewed distributions against normal rows")
 parser.add_argument("--dist", default="normal",
                     help="distribution of the rows of the first table and --phases (deepselect_rt.distributions)")
+parser.add_argument("--warm", action="store_true",
+                    help="no L2 flush before each call: the row and the kernel's code may be in L2")
 parser.add_argument("--json", type=Path, help="write the results here")
 args = parser.parse_args()
 
@@ -57,8 +60,14 @@ EDITS = {
         ('#include "common/params.cuh"\n', MARK_HOOK + '#include "common/params.cuh"\n'),
         ("    u64* gathered = reinterpret_cast<u64*>(smem_raw + GATHER_OFFSET);\n",
          "    u64* gathered = reinterpret_cast<u64*>(smem_raw + GATHER_OFFSET);\n    DS_MARK(0);\n"),
-        ("    if (threadIdx.x == 0) sh.nans = 0;\n    __syncthreads();\n",
-         "    if (threadIdx.x == 0) sh.nans = 0;\n    __syncthreads();\n    DS_MARK(2);\n"),
+        ("    OneBarrierHistogram<NT>::init(sh.prefilter_hist);\n    __syncthreads();\n",
+         "    OneBarrierHistogram<NT>::init(sh.prefilter_hist);\n    __syncthreads();\n    DS_MARK(2);\n"),
+        ("    Vec top;\n    top.v = make_uint4(word, word, word, word);\n",
+         "    DS_MARK(13);\n    Vec top;\n    top.v = make_uint4(word, word, word, word);\n"),
+        ("    const u32 t0 = sh.t0;\n", "    const u32 t0 = sh.t0;\n    DS_MARK(11);\n"),
+        ("        rounds = compact(x, valid, t0, candidate_keys, cols, sh.warp_totals, cta_v, first, last);\n",
+         "        rounds = compact(x, valid, t0, candidate_keys, cols, sh.warp_totals, cta_v, first, last);\n"
+         "        DS_MARK(12);\n"),
         ("    const u32 prefix = (u32)d.prefix, mask = (u32)d.mask;\n",
          "    const u32 prefix = (u32)d.prefix, mask = (u32)d.mask;\n    DS_MARK(3);\n"),
         ("    if (warp == 0) {\n        mbar_wait(&sh.counts_arrived, 0);\n",
@@ -126,9 +135,10 @@ SHAPES = [("bfloat16", 1, 131072, 512), ("bfloat16", 1, 131072, 2048), ("bfloat1
           ("bfloat16", 1, 1 << 20, 2048), ("float32", 1, 129280, 512)]
 DISTS = ("normal", "all_equal", "few_distinct", "ascending", "few_finite")
 CALLS = 15
-flush = torch.empty(bench.FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
+# --warm keeps a 16-byte "flush", which evicts nothing.
+flush = torch.empty((16 if args.warm else bench.FLUSH_BYTES) // 4, dtype=torch.int32, device="cuda")
 console = Console()
-results = {"tree": str(args.tree), "dist": args.dist, "graph_us": {}, "phases": {}, "dists": {}}
+results = {"tree": str(args.tree), "dist": args.dist, "warm": args.warm, "graph_us": {}, "phases": {}, "dists": {}}
 
 
 def label(dtype, rows, width, k):
@@ -159,6 +169,10 @@ def step_cycles(dtype, rows, width, k, fn):
     marks = np.stack(runs)  # calls x CTAs x slots: clock64 at each mark
     passes = [p for p in range(12) if (marks[:, :, 19 + 4 * p] != 0).all()]
     order = [("load", 2)]
+    # The prefiltered tiers' steps before their first pass: the data in (the threads' maxima),
+    # the prefilter's bound, the compaction.
+    order += [(name, slot) for name, slot in (("data in", 13), ("prefilter", 11), ("compact", 12))
+              if (marks[:, :, slot] != 0).all()]
     for p in passes:
         order += [(f"pass {p + 1} fill", 16 + 4 * p), (f"pass {p + 1} push", 17 + 4 * p),
                   (f"pass {p + 1} wait", 18 + 4 * p), (f"pass {p + 1} pick", 19 + 4 * p)]
@@ -174,7 +188,7 @@ def step_cycles(dtype, rows, width, k, fn):
     return out
 
 
-graph_table = Table("shape", "rule", "graph us", title=f"cluster radix select, {args.dist} rows, deepselect_rt of {args.tree}"
+graph_table = Table("shape", "rule", "graph us", title=f"cluster radix select, {args.dist} rows, {'warm' if args.warm else 'cold'} L2, deepselect_rt of {args.tree}"
                     + (" (with marks)" if args.phases else ""))
 def rows_of(dist, dtype, rows, width):
     """A CUDA tensor of ``rows`` rows of distribution ``dist``."""

@@ -28,7 +28,7 @@ _BUFFER_SHORT = 64
 
 # Bytes of kernels_cu/topk_cluster.cu's Shared struct at 1024 threads (its COLS_OFFSET), rounded
 # up; the compacting tiers' candidates and the gather buffer follow (radix_smem_bytes).
-_RADIX_SCRATCH_BYTES = 38528
+_RADIX_SCRATCH_BYTES = 41984
 # Elements a thread from which topk_cluster.cu prefilters and compacts its candidates through
 # shared memory (its PREFILTER_ELEMS).
 RADIX_COMPACT_ELEMS = 32

@@ -62,7 +62,7 @@ struct ClusterHistogram {
     // received every CTA's pass p - 1, which each sent after its warp 0 had read pass p - 2 from
     // the same buffer. The parity runs on across selects, so one that stops after a pass
     // cannot race the next.
-    __device__ __forceinline__ void pick(SelectScratch& s, u32 remaining) {
+    __device__ __forceinline__ Pick pick(SelectScratch& s, u32 remaining) {
         static_assert(MAX_CLUSTER == 16, "two half-warps of 8 CTAs");
         const u32 q = passes & 1;
         u32* fill = sh.fill[q];
@@ -115,5 +115,6 @@ struct ClusterHistogram {
         }
         ++passes;
         __syncthreads();
+        return {s.digit, s.above, s.bucket};
     }
 };

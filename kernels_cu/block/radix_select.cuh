@@ -54,6 +54,12 @@ struct Digits {
     __device__ __forceinline__ bool within(u32 slack) const { return bucket - remaining <= slack; }
 };
 
+// The digit a pass picks: the bin holding the remaining-th largest element, the elements in the
+// bins above it, and its own count.
+struct Pick {
+    u32 digit, above, bucket;
+};
+
 // Histograms of one CTA: fill and pick in the same shared array.
 template <int NT>
 struct CtaHistogram {
@@ -64,11 +70,63 @@ struct CtaHistogram {
         return s.hist;
     }
 
-    // s.digit, s.above and s.bucket of the filled histogram, for every thread.
-    __device__ __forceinline__ void pick(SelectScratch& s, u32 remaining) {
+    // The digit of the filled histogram, for every thread.
+    __device__ __forceinline__ Pick pick(SelectScratch& s, u32 remaining) {
         __syncthreads();
         if (threadIdx.x < 32) pick_digit(s, remaining);
         __syncthreads();
+        return {s.digit, s.above, s.bucket};
+    }
+};
+
+// Every warp's own pick from a histogram of 256 bins in shared memory: lane l holds the bins
+// 8 (31 - l) .. 8 (31 - l) + 7 (two 16-byte loads), the lanes' sums are scanned from the top,
+// and the lane whose run reaches `remaining` walks its bins in registers. Needs remaining <=
+// the histogram's total.
+__device__ __forceinline__ Pick warp_pick(const u32* hist, u32 remaining) {
+    const u32 lane = threadIdx.x & 31;
+    const uint4 a = reinterpret_cast<const uint4*>(hist)[2 * (31 - lane)];
+    const uint4 b = reinterpret_cast<const uint4*>(hist)[2 * (31 - lane) + 1];
+    const u32 h[8] = {b.w, b.z, b.y, b.x, a.w, a.z, a.y, a.x};  // from the top
+    const u32 sum = a.x + a.y + a.z + a.w + b.x + b.y + b.z + b.w;
+    const u32 incl = warp_inclusive_sum(sum);
+    const u32 at = __ffs(__ballot_sync(DS_FULL_MASK, incl >= remaining)) - 1;
+    u32 cum = incl - sum, j = 8, above = 0, bucket = 0;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+        if (j == 8 && cum + h[i] >= remaining) {
+            j = i;
+            above = cum;
+            bucket = h[i];
+        }
+        cum += h[i];
+    }
+    return {__shfl_sync(DS_FULL_MASK, 8 * (31 - lane) + 7 - j, at), __shfl_sync(DS_FULL_MASK, above, at),
+            __shfl_sync(DS_FULL_MASK, bucket, at)};
+}
+
+// Histograms of one CTA with one barrier a pass, where CtaHistogram has three: every warp
+// picks the digit itself (warp_pick), and three arrays rotate, pass p filling hist[p % 3]: pass
+// p's pick zeroes hist[(p + 2) % 3], whose last reads, pass p - 1's picks, every warp made
+// before pass p's barrier, and pass p + 1's barrier orders the zeroes before pass p + 2's
+// fill. (1 x 1M bf16, the cluster prefilter's select over 1,024 maxima: warp 0's pick and the
+// barriers around it held the other warps ~1,000 cycles a pass, H200.)
+template <int NT>
+struct OneBarrierHistogram {
+    u32 (&hist)[3][256];
+    u32 passes = 0;
+
+    // Zeroes the first two passes' arrays; a barrier must follow before the first fill.
+    __device__ static __forceinline__ void init(u32 (&hist)[3][256]) {
+        for (u32 i = threadIdx.x; i < 2 * 256; i += NT) hist[i / 256][i % 256] = 0;
+    }
+
+    __device__ __forceinline__ u32* begin(SelectScratch&) { return hist[passes % 3]; }
+
+    __device__ __forceinline__ Pick pick(SelectScratch&, u32 remaining) {
+        __syncthreads();
+        for (u32 i = threadIdx.x; i < 256; i += NT) hist[(passes + 2) % 3][i] = 0;
+        return warp_pick(hist[passes++ % 3], remaining);
     }
 };
 
@@ -82,10 +140,10 @@ __device__ __forceinline__ void refine_digits(Digits& d, int top, int bottom, u3
                                               Fill fill) {
     for (int shift = top; shift >= bottom; shift -= 8) {
         fill(hist.begin(s), shift, d);
-        hist.pick(s, d.remaining);
-        d.remaining -= s.above;
-        d.bucket = s.bucket;
-        d.prefix |= (u64)s.digit << shift;
+        const Pick got = hist.pick(s, d.remaining);
+        d.remaining -= got.above;
+        d.bucket = got.bucket;
+        d.prefix |= (u64)got.digit << shift;
         d.mask |= (u64)255 << shift;
         if (d.within(slack)) break;
     }
