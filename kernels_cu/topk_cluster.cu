@@ -40,10 +40,11 @@ struct Shared {
     u32 warp_totals[NT / 32];
     u32 nans;          // this CTA's NaN
     alignas(16) u32 prefilter_hist[3][256];  // the prefilter's select in the CTA (OneBarrierHistogram)
-    uint4 bounds[MAX_CLUSTER];          // every CTA's prefilter bound t_c (.x), pushed by it
+    uint4 bounds[MAX_CLUSTER];          // every CTA's prefilter bounds t_c (.x) and m_c (.y), pushed by it
     uint4 cluster_counts[MAX_CLUSTER];  // every CTA's elements above K, equal to K, NaN, pushed by it
     u64 bounds_arrived, counts_arrived; // mbarriers of the pushed bounds and counts
-    u32 t0;            // the prefilter's bound: the least of bounds
+    u32 least_max;     // the least of this CTA's threads' maxima (m_c)
+    u32 t0;            // the prefilter's bound, from every CTA's bounds
     u32 take, start;   // ties this CTA takes; the row's output slot of its first winner
     u32 has_nan;
 };
@@ -112,14 +113,20 @@ __device__ __forceinline__ void push_to_cluster(uint4* slots, u64* arrived, uint
 
 // Clears from `valid` the vectors whose elements are all below T0, a key at or below the row's
 // k-th largest. Each CTA finds, by a radix select over its threads' maxima (slack a quarter),
-// a key t_c at or below ceil(k / split) of them; T0 is the least t_c. So at least k maxima of
-// the cluster are at or above T0, and they are distinct elements. (Slots without an element
-// hold -inf: a thread with none offers -inf, counted only when t_c, and so T0, is at or below
-// -inf's key, the least key of an element, and then nothing is cleared.) The selects stay in
-// each CTA and the cluster exchanges one key a CTA: the same select over the cluster's summed
-// histograms took two exchanges, ~4,600 cycles each (1 x 1M bf16, H200). The select that
-// follows sees every element at or above T0, so it finds the same K; whole vectors are
-// cleared, and the elements below T0 left in a kept vector are selected over like any other.
+// a key t_c at or below kc = ceil(k / split) of them, and the least of them, m_c (at or below
+// all NT). The CTAs push both to one another; any key t for which the CTAs' maxima known to be
+// at or above it (NT where m_c >= t, else kc where t_c >= t) number at least k is such a
+// bound, as they are distinct elements, and T0 is the largest t among the pushed keys. The
+// least t_c always qualifies; m_c serves rows whose largest values lie in a few CTAs' slices
+// (ascending rows: there the least t_c kept nearly every vector of the other CTAs, 1 x 1M
+// bf16 k = 2048 took 54.6 us where the select over the cluster's histograms took 41). (Slots
+// without an element hold -inf: a thread with none offers -inf, counted only when t, and so
+// T0, is at or below -inf's key, the least key of an element, and then nothing is cleared.)
+// The selects stay in each CTA and the cluster exchanges two keys a CTA: the same select over
+// the cluster's summed histograms took two exchanges, ~4,600 cycles each (1 x 1M bf16, H200).
+// The select that follows sees every element at or above T0, so it finds the same K; whole
+// vectors are cleared, and the elements below T0 left in a kept vector are selected over like
+// any other.
 __device__ __forceinline__ u32 prefilter(const Vec (&x)[V], u64& valid, u32 k, u32 split, u32 rank, Shared& sh) {
     u32 word = DS_NEG_INF_WORD;
 #pragma unroll
@@ -127,17 +134,27 @@ __device__ __forceinline__ u32 prefilter(const Vec (&x)[V], u64& valid, u32 k, u
     Vec top;
     top.v = make_uint4(word, word, word, word);
     const u32 top_key = vec_top_key(top);
+    const u32 least = __reduce_min_sync(DS_FULL_MASK, top_key);
+    if ((threadIdx.x & 31) == 0) atomicMin(&sh.least_max, least);  // the select's barriers order it
     const u32 kc = (k + split - 1) / split;
     OneBarrierHistogram<NT> local{sh.prefilter_hist};
     const u32 mine = (u32)radix_digits(DS_ELEM_BITS - 8, kc, kc / 4, sh.sel, local, [&](u32* h, int shift, const Digits& d) {
         warp_hist_add(h, (top_key >> shift) & 255, (top_key & (u32)d.mask) == (u32)d.prefix);
     }).prefix;
-    push_to_cluster(sh.bounds, &sh.bounds_arrived, make_uint4(mine, 0, 0, 0), split, rank);
+    push_to_cluster(sh.bounds, &sh.bounds_arrived, make_uint4(mine, sh.least_max, 0, 0), split, rank);
     if (threadIdx.x < 32) {
         mbar_wait(&sh.bounds_arrived, 0);
-        __syncwarp();  // this CTA's own bound, stored by lane `rank`
-        const u32 t = __reduce_min_sync(DS_FULL_MASK, threadIdx.x < split ? sh.bounds[threadIdx.x].x : ~0u);
-        if (threadIdx.x == 0) sh.t0 = t;
+        __syncwarp();  // this CTA's own bounds, stored by lane `rank`
+        // Lane c holds t_c, lane 16 + c m_c: each counts the maxima known at or above its key.
+        const u32 lane = threadIdx.x, c = lane & 15;
+        const u32 t = c < split ? (lane < 16 ? sh.bounds[c].x : sh.bounds[c].y) : 0;
+        u32 known = 0;
+        for (u32 j = 0; j < split; ++j) {
+            const u32 tj = __shfl_sync(DS_FULL_MASK, t, j), mj = __shfl_sync(DS_FULL_MASK, t, 16 + j);
+            known += mj >= t ? NT : tj >= t ? kc : 0;
+        }
+        const u32 best = __reduce_max_sync(DS_FULL_MASK, c < split && known >= k ? t : 0);
+        if (lane == 0) sh.t0 = best;
     }
     __syncthreads();
     const u32 t0 = sh.t0;
@@ -281,7 +298,10 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS, 1) DS_ENTRY(const Param
     if (KEYS_AT_LOAD)
 #pragma unroll
         for (int u = 0; u < V; ++u) to_keys(x[u]);
-    if (threadIdx.x == 0) sh.nans = 0;
+    if (threadIdx.x == 0) {
+        sh.nans = 0;
+        sh.least_max = ~0u;
+    }
     if (PREFILTERED) OneBarrierHistogram<NT>::init(sh.prefilter_hist);
     __syncthreads();
     cluster_wait();  // every CTA of the cluster has started: stores to its shared memory may begin

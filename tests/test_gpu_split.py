@@ -192,6 +192,26 @@ def test_radix_key_offsets_settle_or_fall_back(tier):
     assert (16, _radix_tier("bfloat16", tier)[1]) in _radix_plans()
 
 
+@pytest.mark.parametrize("dtype,tier", [("bfloat16", 2), ("bfloat16", 3), ("float32", 3)])
+def test_radix_prefilter_bound_from_the_top_ctas(dtype, tier):
+    # The prefilter's bound may come from the CTAs whose least thread maximum is high (m_c)
+    # rather than from the least t_c: rows whose largest values fill the last CTAs' slices (an
+    # ascending ramp; a normal row whose last eighth is raised by 50; the same raised eighth
+    # first, behind -inf), and normal rows where it must not. Each must match NumPy.
+    width = _radix_width(dtype, tier) - 5
+    rows = distributions.make("normal", 4, width, "float32", seed=tier)
+    rows[0] = np.linspace(-1, 1, width, dtype=np.float32)
+    rows[1, -width // 8:] += 50
+    rows[2, : width // 2] = -np.inf
+    rows[2, width // 2 : width // 2 + width // 8] += 50
+    x = rows.astype(numpy_dtype(dtype))
+    with backend.forced_split(16, SPLIT_RADIX):
+        for k in (100, 2048, 4096):
+            check(x, k, indices_type="int32")
+        check(x, 1000, sorted=True)
+    assert (16, _radix_tier(dtype, tier)[1]) in _radix_plans()
+
+
 def test_radix_plans_of_several_shared_memory_sizes():
     # One radix variant serves every k, and with sorted=True its gather buffer grows with k past
     # the 48 KiB a kernel gets without opting in (k = 4096: 70 KiB). A smaller plan prepared
