@@ -183,6 +183,15 @@ def _unlink(path: Path) -> int:
         return 0
 
 
+def _remove_empty_folders(base: Path) -> None:
+    """Remove the empty folders under ``base`` (not ``base``), deepest first; one that is not
+    empty or is already gone stays as it is."""
+    for folder, _, _ in os.walk(base, topdown=False):
+        if Path(folder) != base:
+            with contextlib.suppress(OSError):
+                os.rmdir(folder)
+
+
 class KernelCache:
     """Kernel cubins by (variant, arch), from memory, disk layers or NVRTC.
 
@@ -391,7 +400,11 @@ class KernelCache:
                 with contextlib.suppress(OSError):
                     leftover.unlink()
         # Cubin first, metadata last: the metadata's sha256 is what makes the entry valid.
-        _atomic_write(cubin_path, cubin)
+        try:
+            _atomic_write(cubin_path, cubin)
+        except FileNotFoundError:  # another process's prune removed the folder while it was empty
+            cubin_path.parent.mkdir(parents=True, exist_ok=True)
+            _atomic_write(cubin_path, cubin)
         _atomic_write(meta_path, json.dumps(meta, indent=1, sort_keys=True).encode())
         return cubin_path
 
@@ -497,8 +510,9 @@ class KernelCache:
     def prune(self, max_bytes: int, forget: bool = True) -> Removal:
         """Shrink the writable root to at most ``max_bytes``, least recently used entries first.
 
-        Also removes orphaned cubins, stale temp files and entries whose metadata or cubin
-        cannot be read (a lookup rebuilds those anyway; ``list_entries`` does not show them).
+        Also removes orphaned cubins, stale temp files, entries whose metadata or cubin cannot be
+        read (a lookup rebuilds those anyway; ``list_entries`` does not show them) and the
+        folders left empty.
         Read-only layers are never touched. ``forget``: also drop the removed entries from this
         cache's memory.
         """
@@ -526,6 +540,7 @@ class KernelCache:
             if forget:
                 with self._lock:
                     self._memory.pop(entry.key, None)
+        _remove_empty_folders(layer.path / f"v{config.CACHE_SCHEMA}")
         return Removal(removed, freed, max(total, 0))
 
     def clear(self) -> Removal:

@@ -22,7 +22,7 @@ import pytest
 pytest.importorskip("cuda.bindings.nvrtc", reason="needs the cu13 extra (cuda-bindings, NVRTC)")
 
 import deepselect_rt  # noqa: E402
-from deepselect_rt import config, resources  # noqa: E402
+from deepselect_rt import cache as cache_mod, config, resources  # noqa: E402
 from deepselect_rt.cache import KernelCache, compile_count, default_cache  # noqa: E402
 from deepselect_rt.cuda import nvrtc  # noqa: E402
 from deepselect_rt.cuda.variants import PROBE, Variant  # noqa: E402
@@ -400,6 +400,28 @@ def test_prune_removes_entries_it_cannot_read(cache_env):
     removed = cache.prune(0)
     assert removed.entries == 1 and removed.remaining_bytes == 0
     assert not any(cache_env.rglob("*.cubin"))
+    # No empty arch or shard folders are left behind; the schema folder stays.
+    schema = paths[V2].parents[2]
+    assert schema.is_dir() and not any(schema.iterdir())
+    assert KernelCache().resolve(V2, ARCH).origin == "compiled" and paths[V2].exists()
+
+
+def test_store_recreates_a_folder_a_prune_removed(cache_env, monkeypatch):
+    # Another process's prune may remove a shard folder between this one's mkdir and its write.
+    cache = KernelCache()
+    real_write = cache_mod._atomic_write
+    raced = []
+
+    def write_after_a_prune(path, data):
+        if not raced:
+            raced.append(path)
+            path.parent.rmdir()
+        real_write(path, data)
+
+    monkeypatch.setattr(cache_mod, "_atomic_write", write_after_a_prune)
+    resolved = cache.resolve(V1, ARCH)
+    assert raced and resolved.origin == "compiled" and resolved.path.exists()
+    assert KernelCache().resolve(V1, ARCH).origin == "disk"
 
 
 def test_size_cap_from_environment(cache_env, monkeypatch):
@@ -442,11 +464,8 @@ def test_parse_size_rejects(bad):
         config.parse_size(bad)
 
 
-
 def test_cap_smaller_than_a_kernel_warns_and_keeps_it_in_memory(cache_env, monkeypatch):
-    from deepselect_rt import cache as cache_module
-
-    monkeypatch.setattr(cache_module, "_warned", set())
+    monkeypatch.setattr(cache_mod, "_warned", set())
     monkeypatch.setenv(config.ENV_CACHE_MAX_BYTES, "10")
     cache = KernelCache()
     with pytest.warns(RuntimeWarning, match="holds no kernel"):
