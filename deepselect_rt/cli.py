@@ -26,6 +26,14 @@ COMMANDS = (
 )
 
 
+def _variant_column():
+    """A table column of kernel variant names that wraps a name rather than cutting it short
+    (in an 80-column terminal rich's default ellipsis cut the names, which users copy)."""
+    from rich.table import Column
+
+    return Column("variant", overflow="fold")
+
+
 # -- info ---------------------------------------------------------------------------------------
 
 def register_info(subparsers) -> None:
@@ -135,7 +143,7 @@ def _print_cached_variants(out, cache, archs, *, for_devices: bool) -> None:
 
     title = "default variants cached " + ("for this machine's devices" if for_devices
                                           else "(archs present in the cache)")
-    table = Table("variant", *archs, title=title)
+    table = Table(_variant_column(), *archs, title=title)
     own = {arch: set(default_variants(arch)) for arch in archs}  # "n/a": never picked on that arch
     for variant in default_variants():
         table.add_row(variant.entry, *(where(cache.lookup(variant, arch)) if variant in own[arch] else "n/a"
@@ -223,7 +231,7 @@ def _warmup(args, out, err) -> int:
         outcomes = warmup.run(tasks, jobs=args.jobs, into=args.into, on_done=done)
     elapsed = time.perf_counter() - start
 
-    table = Table("variant", "arch", "result", "compile s", "size", title="warmup")
+    table = Table(_variant_column(), "arch", "result", "compile s", "size", title="warmup")
     for o in outcomes:
         table.add_row(o.task.variant.entry, o.task.arch, o.origin,
                       f"{o.seconds:.2f}" if o.origin == "compiled" else "-",
@@ -268,7 +276,7 @@ def _cache_list(args, out, err) -> int:
 
     cache = default_cache()
     entries = cache.list_entries()
-    table = Table("layer", "arch", "nvrtc", "variant", "size", "last used", "key",
+    table = Table("layer", "arch", "nvrtc", _variant_column(), "size", "last used", "key",
                   title=f"{len(entries)} cached kernel(s)")
     for e in sorted(entries, key=lambda e: (e.layer.kind, e.arch, e.nvrtc, e.entry)):
         table.add_row(e.layer.kind, e.arch, e.nvrtc, e.entry, config.format_size(e.size),

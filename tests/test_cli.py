@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -159,6 +160,33 @@ def test_warmup_filters(capsys, monkeypatch):
     assert {t.arch for t in seen} == {"sm_90a", "sm_80"}
     assert seen and all(t.variant.dtype in ("", "float32") for t in seen)
     assert {t.variant.kmax for t in seen} == {0, 1024}  # k = 1000: the 1024 bucket and the k-free kernels
+
+
+def test_warmup_table_wraps_variant_names_in_an_80_column_terminal(capsys, monkeypatch):
+    # A terminal gets rich's own width: there the variant column once cut the names short
+    # with an ellipsis. Each name must be whole, folded over lines of its cell.
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setenv("NO_COLOR", "1")
+    monkeypatch.setattr(warmup, "run", lambda tasks, **kw: [
+        warmup.Outcome(t, "disk", 0.0, 1024) for t in tasks])
+    rc, out, _ = main(capsys, "warmup", "--arch", "sm_90a", "--dtype", "bfloat16", "--k", "2048")
+    assert rc == 0
+    out = re.sub(r"\x1b\[[0-9;]*m", "", out)  # a terminal's styles (bold, italic)
+    assert "…" not in out and max(len(line) for line in out.splitlines()) <= 80
+    rows, cell = [], ""
+    for line in out.splitlines():
+        parts = line.split("│")
+        if len(parts) < 3:
+            continue
+        if parts[2].strip() and cell:  # an arch in the row: a new variant begins
+            rows.append(cell)
+            cell = ""
+        cell += parts[1].strip()
+    rows.append(cell)
+    names = [v.entry for v in default_variants("sm_90a") if v.dtype in ("", "bfloat16")
+             and v.kmax in (0, 2048)]
+    assert sorted(rows) == sorted(names)
 
 
 def test_warmup_into_then_cache_path_compiles_nothing(tmp_path, monkeypatch):
