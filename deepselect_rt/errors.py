@@ -16,7 +16,7 @@ class NaNInputError(ValueError):
         more = f" (and {len(self.rows) - 16} more)" if len(self.rows) > 16 else ""
         super().__init__(
             f"input holds NaN in row{'s' if len(self.rows) > 1 else ''} {shown}{more}; pass nan_policy='sentinel' or 'propagate' "
-            "(or abort_when_nan_found=False) to accept NaN"
+            "to accept NaN (with nan_policy=None, abort_when_nan_found=False gives 'sentinel')"
         )
 
 

@@ -443,6 +443,9 @@ def test_raise_names_all_rows_and_writes_nothing():
         topk(x, 2, begin=begin, end=end, nan_policy="raise",
              out_idx=idx_base[:, :2], out_val=val_base[:, :2])
     assert err.value.rows == [1, 4]
+    # The way out it names holds whether or not the caller passed abort_when_nan_found.
+    assert "nan_policy='sentinel' or 'propagate'" in str(err.value)
+    assert "with nan_policy=None, abort_when_nan_found=False gives 'sentinel'" in str(err.value)
     np.testing.assert_array_equal(idx_base, idx_before)
     np.testing.assert_array_equal(bits_of(val_base), val_before)
 
