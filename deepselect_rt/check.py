@@ -396,18 +396,16 @@ def _check_on_host(case: Case) -> Outcome:
 def _build(archs: list[str], into: Path | None, err, what: str) -> list[Outcome]:
     """Compile (or find cached) the default variants for ``archs``, with a progress bar; one
     Outcome per arch. ``into``: a cache root to fill alone (None: the user's cache)."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     from . import warmup
+    from .cli import compile_progress
 
     tasks = warmup.plan(archs)
     start = time.perf_counter()
     try:
-        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-        with Progress(*columns, console=err, transient=True) as progress:
+        with compile_progress(err) as progress:
             bar = progress.add_task(what, total=len(tasks))
             results = warmup.run(tasks, into=into, on_done=lambda o: progress.update(
-                bar, advance=1, description=f"{o.task.variant.entry} {o.task.arch}"))
+                bar, advance=1, description=f"{o.task.arch} {o.task.variant.entry}"))
     except (BackendUnavailableError, OSError) as exc:  # no NVRTC, unwritable cache
         return [Outcome(f"{what} for {arch}", "-", False, f"error: {exc}", 0.0) for arch in archs]
     seconds = time.perf_counter() - start

@@ -26,6 +26,18 @@ COMMANDS = (
 )
 
 
+def compile_progress(console):
+    """A transient progress bar for compiles (warmup, check) whose description, the arch and
+    variant just done, gives way first in a narrow terminal, cut with an ellipsis: the count
+    and the elapsed time stay readable (at 80 columns a long name pushed them out)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.table import Column
+
+    description = TextColumn("{task.description}", table_column=Column(ratio=1, no_wrap=True, overflow="ellipsis"))
+    return Progress(description, BarColumn(bar_width=20), MofNCompleteColumn(), TimeElapsedColumn(),
+                    console=console, transient=True, expand=True)
+
+
 def _variant_column():
     """A table column of kernel variant names that wraps a name rather than cutting it short
     (in an 80-column terminal rich's default ellipsis cut the names, which users copy)."""
@@ -180,7 +192,6 @@ def split_values(values) -> list[str]:
 
 
 def _warmup(args, out, err) -> int:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.markup import escape
     from rich.table import Table
 
@@ -219,14 +230,12 @@ def _warmup(args, out, err) -> int:
               markup=False)
 
     start = time.perf_counter()
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TimeElapsedColumn())
-    with Progress(*columns, console=err, transient=True) as progress:
+    with compile_progress(err) as progress:
         bar = progress.add_task("compiling", total=len(tasks))
 
         def done(outcome) -> None:
             progress.update(bar, advance=1,
-                            description=f"{outcome.task.variant.entry} {outcome.task.arch}")
+                            description=f"{outcome.task.arch} {outcome.task.variant.entry}")
 
         outcomes = warmup.run(tasks, jobs=args.jobs, into=args.into, on_done=done)
     elapsed = time.perf_counter() - start
@@ -269,14 +278,16 @@ def register_cache(subparsers) -> None:
 
 
 def _cache_list(args, out, err) -> int:
-    from rich.table import Table
+    from rich.table import Column, Table
 
     from . import config
     from .cache import default_cache
 
     cache = default_cache()
     entries = cache.list_entries()
-    table = Table("layer", "arch", "nvrtc", _variant_column(), "size", "last used", "key",
+    # The key prefix starts the entry's file names (which `cache verify` prints): whole, never cut.
+    table = Table("layer", "arch", "nvrtc", _variant_column(), "size", "last used",
+                  Column("key", no_wrap=True, min_width=12),
                   title=f"{len(entries)} cached kernel(s)")
     for e in sorted(entries, key=lambda e: (e.layer.kind, e.arch, e.nvrtc, e.entry)):
         table.add_row(e.layer.kind, e.arch, e.nvrtc, e.entry, config.format_size(e.size),
@@ -298,7 +309,9 @@ def _cache_verify(args, out, err) -> int:
     for p in problems:
         out.print(f"[red]bad[/] {escape(str(p.path))}: {escape(p.reason)}", highlight=False)
     verdict = "all intact" if not problems else f"{len(problems)} problem(s)"
-    fixed = " (bad files in the writable cache deleted; read-only layers left as they are)" if args.fix and problems else ""
+    fixed = (" (bad files in the writable cache deleted; read-only layers left as they are)" if args.fix
+             else "; `deepselect-rt cache verify --fix` deletes them, and the next use compiles them again")
+    fixed = fixed if problems else ""
     out.print(f"checked {checked} entr{'y' if checked == 1 else 'ies'}: {verdict}{fixed}")
     return 1 if problems else 0
 

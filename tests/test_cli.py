@@ -91,6 +91,7 @@ def test_cache_commands(capsys, cache_env):
     bad.write_bytes(bad.read_bytes()[:100])
     rc, out, _ = main(capsys, "cache", "verify")
     assert rc == 1 and "truncated" in out and bad.name[:12] in out
+    assert "cache verify --fix` deletes them" in out  # the way to repair
     rc, out, _ = main(capsys, "cache", "verify", "--fix")
     assert rc == 1 and "deleted" in out
     rc, out, _ = main(capsys, "cache", "verify")
@@ -187,6 +188,21 @@ def test_warmup_table_wraps_variant_names_in_an_80_column_terminal(capsys, monke
     names = [v.entry for v in default_variants("sm_90a") if v.dtype in ("", "bfloat16")
              and v.kmax in (0, 2048)]
     assert sorted(rows) == sorted(names)
+
+
+def test_compile_progress_keeps_the_count_in_an_80_column_terminal():
+    # The description (arch, then the variant just done) gives way, cut with an ellipsis; the
+    # count and the elapsed time stay (a long name once pushed them out of the line).
+    from rich.console import Console
+
+    console = Console(width=80, record=True, force_terminal=False)
+    progress = cli.compile_progress(console)
+    bar = progress.add_task("compiling", total=9)
+    progress.update(bar, advance=2, description="sm_90a " + max((v.entry for v in default_variants("sm_90a")), key=len))
+    console.print(progress.get_renderable())
+    line = console.export_text().rstrip("\n")
+    assert len(line) <= 80 and line.startswith("sm_90a ds_topk_") and "…" in line
+    assert "2/9" in line and "0:00:0" in line
 
 
 def test_warmup_into_then_cache_path_compiles_nothing(tmp_path, monkeypatch):
