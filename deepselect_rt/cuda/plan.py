@@ -22,9 +22,11 @@ from .variants import (RADIX_TIERS, SPLIT_CLUSTER, SPLIT_RADIX, SPLIT_WORKSPACE,
 _STREAM_SCRATCH_BYTES = 1088
 # kernels_cu/row/vector_queue.cuh: 64 x (16-byte vector + 4-byte index) per warp of 32 threads.
 _QUEUE_BYTES_PER_THREAD = 40
-# kernels_cu/row/candidates.cuh's CAP is 2 * kmax + one block less these entries (so that three
-# CTAs of 256 x 2 with a 3-block ring fit an H200 SM).
+# kernels_cu/row/candidates.cuh's CAP is 2 * kmax + ROOM less these entries (so that three CTAs
+# of 256 x 2 with a 3-block ring fit an H200 SM); ROOM is one block, or, with DS_BOUNDED_ROOM,
+# _BOUNDED_ROOM_PER_THREAD entries a thread.
 _BUFFER_SHORT = 64
+_BOUNDED_ROOM_PER_THREAD = 2
 
 # Bytes of kernels_cu/topk_cluster.cu's Shared struct at 1024 threads (its COLS_OFFSET), rounded
 # up; the compacting tiers' candidates and the gather buffer follow (radix_smem_bytes).
@@ -69,13 +71,16 @@ class Plan:
 
 def stream_smem_bytes(variant: Variant) -> int:
     """Shared memory of topk_stream.cu / topk_merge.cu: a buffer of 2 * kmax - 64 composites (8
-    bytes each) plus one block (threads x loads 16-byte vectors), the select scratch, the warps'
-    vector queues (64 vectors and their indices a warp: 40 bytes a thread) and the ring of
-    ``stages`` blocks that loads ahead (kernels_cu/row/vector_ring.cuh; none for topk_merge.cu)."""
+    bytes each) plus ROOM (one block of threads x loads 16-byte vectors, or two a thread with
+    DS_BOUNDED_ROOM), the select scratch, the warps' vector queues (64 vectors and their indices
+    a warp: 40 bytes a thread) and the ring of ``stages`` blocks that loads ahead
+    (kernels_cu/row/vector_ring.cuh; none for topk_merge.cu)."""
     extra = dict(variant.extra)
     vectors = variant.threads * extra["DS_LOADS"]
     ring = 16 * vectors * extra.get("DS_STAGES", 0)
-    return (8 * (2 * variant.kmax - _BUFFER_SHORT + vectors * (16 // ITEMSIZE[variant.dtype])) + _STREAM_SCRATCH_BYTES
+    room = (_BOUNDED_ROOM_PER_THREAD * variant.threads if extra.get("DS_BOUNDED_ROOM")
+            else vectors * (16 // ITEMSIZE[variant.dtype]))
+    return (8 * (2 * variant.kmax - _BUFFER_SHORT + room) + _STREAM_SCRATCH_BYTES
             + _QUEUE_BYTES_PER_THREAD * variant.threads + ring)
 
 

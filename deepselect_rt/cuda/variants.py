@@ -72,17 +72,23 @@ PROBE = Variant("probe")
 STREAM_KMAX = (256, 512, 1024, 2048, 4096)
 # (threads, 16-byte vectors per thread in a block, CTAs per SM for the register budget, blocks in
 # the shared-memory ring that loads ahead) by k bucket, from tools/tune_stream.py on the H200
-# (docs/benchmarks.md). 256 x 2 with a 3-block ring fits three CTAs per SM up to k = 512 (4096 x
-# 1M bf16, k = 512: 2.22 ms, against 2.50 ms with a 2-block ring and 2.59 ms for 256 x 1 with 8
-# blocks); k = 1024 and 2048 keep the 2-block ring (4096 x 128K bf16, k = 1024: 761 us against
-# 981 us for a 3-block ring at two CTAs per SM). k = 4096 keeps its buffer, queues and ring within
-# GPUs of 99 KiB of shared memory per CTA.
-STREAM_TUNING = {256: (256, 2, 3, 3), 512: (256, 2, 3, 3), 1024: (256, 2, 3, 2), 2048: (256, 2, 3, 2),
+# (docs/benchmarks.md). With the bounded room (BOUNDED_ROOM_KMAX) 256 x 2 with a 3-block ring
+# fits four CTAs per SM up to k = 1024 and three at k = 2048 (4096 x 128K bf16: 568 us at
+# k = 512 against 618 us with three CTAs; 962 us at k = 2048 against 1162 us with two CTAs and a
+# 2-block ring). k = 4096 keeps its buffer, queues and ring within GPUs of 99 KiB of shared
+# memory per CTA.
+STREAM_TUNING = {256: (256, 2, 4, 3), 512: (256, 2, 4, 3), 1024: (256, 2, 4, 3), 2048: (256, 2, 3, 3),
                  4096: (256, 1, 2, 2)}
 # float32 blocks hold half the elements, so its candidate buffer is smaller: up to k = 512 a
 # 2-block ring fits four CTAs per SM (51 KiB each). 4096 x 129280 float32, k = 512: 694 us
-# against 754 us with the bucket's general tuning (H200).
-FLOAT32_STREAM_TUNING = {256: (256, 2, 4, 2), 512: (256, 2, 4, 2)}
+# against 754 us with 256 x 2, three CTAs and three blocks (H200). Its buffer keeps room for a
+# whole block (below), so k = 1024 and 2048 keep the 2-block ring at three and two CTAs.
+FLOAT32_STREAM_TUNING = {256: (256, 2, 4, 2), 512: (256, 2, 4, 2), 1024: (256, 2, 3, 2), 2048: (256, 2, 3, 2)}
+# Buckets whose 16-bit batch variants bound the candidate buffer's room past the select trigger
+# to two entries a thread (kernels_cu/row/candidates.cuh, DS_BOUNDED_ROOM): the shared memory
+# saved fits more CTAs per SM. float32 measured slower with it at the same occupancy (H200,
+# 4096 x 129280, k = 512: 781 us against 698 us), and k = 4096 gains no CTA.
+BOUNDED_ROOM_KMAX = (256, 512, 1024, 2048)
 # Fewer rows than SMs: one CTA's own bandwidth bounds the time, and 512 threads read a row
 # faster (1 x 128K bf16, k = 512: 72 us vs 104 us); the ring's depth changed little there.
 FEW_ROWS_TUNING = (512, 2, 2, 2)
@@ -122,6 +128,8 @@ def stream_variant(dtype: str, kmax: int, few_rows: bool = False, split: str = "
     few_rows = few_rows or bool(split)
     threads, loads, min_ctas, stages = FEW_ROWS_TUNING if few_rows else stream_tuning(dtype, kmax)
     extra = (("DS_LOADS", loads), ("DS_MIN_CTAS", min_ctas), ("DS_STAGES", stages))
+    if not few_rows and dtype != "float32" and kmax in BOUNDED_ROOM_KMAX and loads <= 2:
+        extra += (("DS_BOUNDED_ROOM", 1),)
     if split:
         extra += (("DS_SPLIT", _SPLIT_CODE[split]),)
     return Variant("topk_stream", dtype, kmax, threads, extra, 90 if split == SPLIT_CLUSTER else 0)

@@ -12,16 +12,24 @@
 #define DS_LOADS 4
 #endif
 
+#ifndef DS_BOUNDED_ROOM
+#define DS_BOUNDED_ROOM 0
+#endif
+
 constexpr int NT = DS_THREADS;
-constexpr int BLOCK = NT * DS_VEC * DS_LOADS;  // elements of one block, appended at most per step
 // Candidate buffer entries: k (plus the select's slack) kept after a select, room for most of
-// DS_KMAX more before the next one, and for a whole block (deepselect_rt/cuda/plan.py mirrors
-// this size). 64 entries short of 2 x DS_KMAX so that 256 threads with a 3-block ring of 2
-// vectors a thread fit three CTAs in an H200 SM (228 KiB, 1 KiB of it per CTA). A larger buffer
-// measured slower on the H200: 4096 more entries cost 13% at 4096 x 1M, k = 512 (fewer CTAs per
-// SM), and 4x or 8x the room for few rows gained at most 2 us at k = 512 and lost up to 50% at
-// k = 2048 (docs/benchmarks.md).
-constexpr int CAP = 2 * DS_KMAX - 64 + BLOCK;
+// DS_KMAX more before the next one, and ROOM past that select trigger (deepselect_rt/cuda/plan.py
+// mirrors this size): a whole block, so any step's survivors fit, or, with DS_BOUNDED_ROOM, two
+// entries a thread: a warp whose survivors do not fit then holds them and appends them after a
+// select (stream_range). A whole block took 32 KiB of a bf16 CTA's 75 at k = 512 and 64 of 91
+// at k = 2048, which held those to three and two CTAs an H200 SM; bounded, they fit four and
+// three, and 4096 x 128K bf16 took 1.09x and 1.21x less time. Bounded costs the streaming loop
+// code and registers (float32 at the same occupancy: 0.87-0.89x), so float32, k = 4096 and the
+// few-rows variants keep the whole block (docs/benchmarks.md, session 12). The 64 entries short
+// of 2 x DS_KMAX let 256 threads with a 3-block ring of 2 vectors a thread fit three CTAs an SM.
+constexpr bool BOUNDED_ROOM = DS_BOUNDED_ROOM;
+constexpr int ROOM = BOUNDED_ROOM ? 2 * NT : NT * DS_VEC * DS_LOADS;
+constexpr int CAP = 2 * DS_KMAX - 64 + ROOM;
 
 struct Shared {
     u64 buf[CAP];
@@ -33,9 +41,12 @@ struct Shared {
 // costs a few more appends but saves the radix passes over the column bits.
 constexpr u32 STREAM_SLACK = DS_KMAX / 2;
 
-// Keeps the best of the buffer when the next block could overflow it; updates T and its floor.
+// Keeps the best of the buffer, updating T and its floor, when it holds more than CAP - ROOM
+// or an append of the last step did not fit (its warp holds its entries). Either way more than
+// k are held, and at most k + STREAM_SLACK <= CAP - ROOM - DS_KMAX / 2 + 64 remain: the room
+// left takes any one warp's append (32 vectors), so every retry after a select places one.
 __device__ __forceinline__ void maybe_select(Shared& sh, StepCounter& cnt, u32 k, u64& thr, Floor& floor) {
-    if (cnt.base <= (u32)(CAP - BLOCK)) return;
+    if (cnt.base <= (u32)(CAP - ROOM) && !cnt.overflowed) return;
     thr = radix_select<NT>(cnt.base, k, STREAM_SLACK, sh.sel, [&](u32 i) { return sh.buf[i]; });
     cnt.base = compact_at_least<NT, 4>(sh.buf, cnt.base, thr, sh.sel);
     floor = threshold_floor(thr);
@@ -55,11 +66,11 @@ __device__ __forceinline__ u32 select_exact(Shared& sh, u32 m, u32 k, u64& thr) 
 }
 
 // Appends the composites fetch(0 .. count) that reach T (0 means "no element" and never
-// does), up to a block's worth per step, selecting whenever the buffer could overflow.
+// does), ROOM per step, selecting whenever the buffer could overflow.
 template <class Fetch>
 __device__ __forceinline__ void merge_candidates(Shared& sh, StepCounter& cnt, u32 k, u64& thr, Floor& floor,
                                                  u32 count, Fetch fetch) {
-    constexpr int R = BLOCK / NT < 8 ? BLOCK / NT : 8;  // 8 composites per thread: no spills
+    constexpr int R = ROOM / NT < 8 ? ROOM / NT : 8;  // 8 composites per thread: no spills
     for (u32 base = 0; base < count; base += R * NT) {
         u64 c[R];
         u32 pass = 0;

@@ -66,17 +66,58 @@ __device__ __forceinline__ void stream_range(Shared& sh, VectorQueue& vq, Vector
     const auto advance = [&](u32 blk) { return blk + stride >= nblocks ? blk + stride - nblocks : blk + stride; };
     WarpQueue q;
     q.init(vq);
+    // A warp whose survivors do not fit the buffer holds the indices of the vectors it popped,
+    // one a lane, until a select has made room (settle). While holding it pops no more: its
+    // queue then takes at most one more load (QUEUE_CAP).
+    static_assert(!BOUNDED_ROOM || DS_LOADS <= 2, "a holding warp's queue overflows past two loads a block");
+    constexpr u32 NO_VECTOR = ~0u;
+    u32 held = NO_VECTOR;
+    bool holding = false;
     // Tests the elements of a queued vector against the current T and appends the survivors. No
     // winner is lost: every T of a pass that stands is at most the range's k-th best (a select
     // with slack may even lower T, stopping at the key's digits).
     const auto test = [&](bool valid, const Vec& v, u32 vi) {
         const u32 col0 = body + vi * DS_VEC;
         const u32 pass = valid ? filter(v, col0, thr, floor) : 0;
-        warp_append<DS_VEC>([&](int e) { return make_comp(key_of(v.b[e]), col0 + e); }, pass, sh.buf, cnt.base,
-                            cnt.current());
+        holding = !warp_append<DS_VEC, BOUNDED_ROOM>([&](int e) { return make_comp(key_of(v.b[e]), col0 + e); }, pass,
+                                                     sh.buf, cnt.base, cnt.current(), CAP);
+        if (holding) held = valid ? vi : NO_VECTOR;
     };
-    // One barrier per block: the buffer always has room for a whole block's survivors (a warp
-    // tests at most DS_LOADS x 32 queued vectors per block: the queue holds < 32 before a load).
+    // Ends a step: a select if the buffer needs one (always after an append that did not fit).
+    // While a warp holds vectors or its queue owes a pop (a holding warp pops no more), steps
+    // follow in which each warp tests one set: what it holds, read again from the row (the rare
+    // path: registers held the vectors at a cost of 5 registers), else 32 queued vectors. Each
+    // select left room for any one warp's append, so every such step places one at least.
+    const auto settle = [&] {
+        if (!BOUNDED_ROOM) {  // every append fits
+            __syncthreads();
+            cnt.finish();
+            maybe_select(sh, cnt, k, thr, floor);
+            return;
+        }
+        for (;;) {
+            const bool owed = __syncthreads_or(holding || q.count >= 32);
+            cnt.finish(CAP);
+            maybe_select(sh, cnt, k, thr, floor);
+            if (!owed) return;
+            cnt.prepare();
+            Vec v;
+            v.v = make_uint4(0, 0, 0, 0);
+            u32 vi = NO_VECTOR;
+            if (holding) {
+                vi = held;
+                if (vi != NO_VECTOR) v.v = vrow[vi];
+            } else if (q.count >= 32) {
+                q.pop(32, [&](bool valid, const Vec& w, u32 wi) {
+                    v = w;
+                    vi = valid ? wi : NO_VECTOR;
+                });
+            }
+            test(vi != NO_VECTOR, v, vi);
+        }
+    };
+    // One barrier per block while the buffer has room for the block's survivors (a warp tests
+    // at most DS_LOADS x 32 queued vectors per block: the queue holds < 32 before a load).
     const auto process = [&](const Vec (&v)[DS_LOADS], u32 blk) {
         cnt.prepare();
         const float f = floor.from(body + blk * per_block * DS_VEC);  // one test for the whole block
@@ -84,11 +125,9 @@ __device__ __forceinline__ void stream_range(Shared& sh, VectorQueue& vq, Vector
         for (int u = 0; u < DS_LOADS; ++u) {
             const u32 vi = blk * per_block + u * NT + threadIdx.x;
             q.push(vi < nvec && vector_may_pass(v[u], f), v[u], vi);
-            if (q.count >= 32) q.pop(32, test);
+            if (!holding && q.count >= 32) q.pop(32, test);
         }
-        __syncthreads();
-        cnt.finish();
-        maybe_select(sh, cnt, k, thr, floor);
+        settle();
     };
 
     // The first DS_STAGES - 1 blocks of a pass start loading; returns the next block to fetch.
@@ -151,9 +190,7 @@ __device__ __forceinline__ void stream_range(Shared& sh, VectorQueue& vq, Vector
         // The queues' rest, as one more step.
         cnt.prepare();
         if (q.count) q.pop(q.count, test);
-        __syncthreads();
-        cnt.finish();
-        maybe_select(sh, cnt, k, thr, floor);
+        settle();
         if (!seed || cnt.base >= k) break;
         ahead = start();
     }
