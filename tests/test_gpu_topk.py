@@ -112,12 +112,13 @@ def test_sampled_threshold_too_high(dtype, k):
 @pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
 @pytest.mark.parametrize("k", [512, 2048])
 def test_stream_appends_past_the_buffer_room(dtype, k):
-    """The streaming kernel's candidate buffer keeps two entries a thread past its select
-    trigger (kernels_cu/row/candidates.cuh, ROOM), not a whole block: a warp whose survivors do
-    not fit holds them and appends them after a select. All-equal rows pass every element of
-    the first block (the sample's threshold has no column part), and in few-distinct,
-    ascending and late-large rows many blocks pass more than the room; each in a batch of more
-    rows than SMs, so one streaming CTA a row."""
+    """The 16-bit batch variants of the streaming kernel keep two candidate-buffer entries a
+    thread past the select trigger (kernels_cu/row/candidates.cuh, DS_BOUNDED_ROOM), not a whole
+    block: a warp whose survivors do not fit holds them and appends them after a select
+    (float32 keeps the whole block: the same rows through the other path). All-equal rows pass
+    every element of the first block (the sample's threshold has no column part), and in
+    few-distinct, ascending and late-large rows many blocks pass more than the room; each in a
+    batch of more rows than SMs, so one streaming CTA a row."""
     rows, width = 140, 65536 + 37
     names = ["all_equal", "few_distinct", "ascending", "late_large", "normal"]
     x = np.concatenate([distributions.make(n, rows // len(names), width, dtype, seed=2) for n in names])

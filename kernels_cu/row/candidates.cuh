@@ -23,7 +23,7 @@ constexpr int NT = DS_THREADS;
 // entries a thread: a warp whose survivors do not fit then holds them and appends them after a
 // select (stream_range). A whole block took 32 KiB of a bf16 CTA's 75 at k = 512 and 64 of 91
 // at k = 2048, which held those to three and two CTAs an H200 SM; bounded, they fit four and
-// three, and 4096 x 128K bf16 took 1.09x and 1.21x less time. Bounded costs the streaming loop
+// three, and 4096 x 128K bf16 ran 1.09x and 1.22x faster. Bounded costs the streaming loop
 // code and registers (float32 at the same occupancy: 0.87-0.89x), so float32, k = 4096 and the
 // few-rows variants keep the whole block (docs/benchmarks.md, session 12). The 64 entries short
 // of 2 x DS_KMAX let 256 threads with a 3-block ring of 2 vectors a thread fit three CTAs an SM.

@@ -86,17 +86,14 @@ __device__ __forceinline__ void stream_range(Shared& sh, VectorQueue& vq, Vector
     // Ends a step: a select if the buffer needs one (always after an append that did not fit).
     // While a warp holds vectors or its queue owes a pop (a holding warp pops no more), steps
     // follow in which each warp tests one set: what it holds, read again from the row (the rare
-    // path: registers held the vectors at a cost of 5 registers), else 32 queued vectors. Each
+    // path; held in registers they cost 5 registers), else 32 queued vectors. Each
     // select left room for any one warp's append, so every such step places one at least.
     const auto settle = [&] {
-        if (!BOUNDED_ROOM) {  // every append fits
-            __syncthreads();
-            cnt.finish();
-            maybe_select(sh, cnt, k, thr, floor);
-            return;
-        }
         for (;;) {
-            const bool owed = __syncthreads_or(holding || q.count >= 32);
+            // Without the bounded room every append fits and nothing is ever owed.
+            bool owed = false;
+            if (BOUNDED_ROOM) owed = __syncthreads_or(holding || q.count >= 32);
+            else __syncthreads();
             cnt.finish(CAP);
             maybe_select(sh, cnt, k, thr, floor);
             if (!owed) return;
