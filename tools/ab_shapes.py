@@ -17,7 +17,8 @@ from pathlib import Path
 parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 parser.add_argument("--tree", type=Path, default=Path(__file__).resolve().parents[1],
                     help="source tree whose deepselect_rt to time (default: this checkout)")
-parser.add_argument("--only", default="", help="time only shapes whose name starts with this")
+parser.add_argument("--only", default="",
+                    help="time only shapes whose name (after the dtype) starts with one of these, comma-separated")
 parser.add_argument("--json", type=Path, help="write {shape: us} here")
 parser.add_argument("--against", type=Path, help="a JSON of an earlier run to compare with")
 args = parser.parse_args()
@@ -62,7 +63,7 @@ console = Console()
 with console.status("timing") as status:
     for rows, width, k, dtype, by_value, graph in SHAPES:
         label = name(rows, width, k, dtype, by_value, graph)
-        if not label.split(" ", 1)[1].startswith(args.only):
+        if not label.split(" ", 1)[1].startswith(tuple(args.only.split(","))):
             continue
         status.update(label)
         x = torch.randn(rows, width, device="cuda").to(getattr(torch, dtype))
