@@ -56,26 +56,25 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS, DS_MIN_CTAS) DS_ENTRY(c
     row_range(p, row, lo, hi);
     if (DS_SPLIT) slice_of(lo, hi, split, slice);
 
-    if (threadIdx.x < 3) sh.steps[threadIdx.x] = 0;
-    __syncthreads();
-    StepCounter cnt;
-    cnt.init(sh.steps);
     u64 thr = 0;
-    stream_range(sh, vq, ring, cnt, xrow, (u32)lo, (u32)(hi - lo), k, thr);
+    const u32 m = stream_range(sh, vq, ring, xrow, (u32)lo, (u32)(hi - lo), k, thr);
     // The queues and the ring are free now: the finish counts the winners' columns there.
     const ColumnBitmap bm = column_bitmap<NT>(smem_raw + QUEUE_OFFSET, sizeof(VectorQueue) + sizeof(VectorRing));
 
 #if DS_SPLIT == 0
-    finish_row(p, sh, cnt.base, k, thr, row, xrow, (u32)lo, (u32)(hi - lo), bm);
+    finish_row(p, sh, m, k, thr, row, xrow, (u32)lo, (u32)(hi - lo), bm);
 #elif DS_SPLIT == 1
     // Each CTA keeps its slice's k best, padded with 0 ("no element") to k entries; CTA 0 then
     // merges the others' in one pass (the global k best are among them, and composites are
     // unique, so the merge is exact).
-    const u32 m = select_exact(sh, cnt.base, k, thr);
-    for (u32 i = m + threadIdx.x; i < k; i += NT) sh.buf[i] = 0;
+    const u32 best = select_exact(sh, m, k, thr);
+    for (u32 i = best + threadIdx.x; i < k; i += NT) sh.buf[i] = 0;
+    if (threadIdx.x < 3) sh.steps[threadIdx.x] = 0;
     cluster_sync();
+    StepCounter cnt;
+    cnt.init(sh.steps);
     if (slice == 0) {
-        cnt.base = m;
+        cnt.base = best;
         Floor floor = threshold_floor(thr);
         merge_candidates(sh, cnt, k, thr, floor, (split - 1) * k,
                          [&](u32 i) { return cluster_load_u64(cluster_map(sh.buf + i % k, 1 + i / k)); });
@@ -86,8 +85,8 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS, DS_MIN_CTAS) DS_ENTRY(c
         finish_row(p, sh, cnt.base, k, thr, row, xrow, (u32)lo, (u32)(hi - lo), bm);
     }
 #else
-    const u32 m = select_exact(sh, cnt.base, k, thr);
+    const u32 best = select_exact(sh, m, k, thr);
     u64* out = (u64*)p.workspace + (u64)blockIdx.x * k;
-    for (u32 i = threadIdx.x; i < k; i += NT) out[i] = i < m ? sh.buf[i] : 0;
+    for (u32 i = threadIdx.x; i < k; i += NT) out[i] = i < best ? sh.buf[i] : 0;
 #endif
 }

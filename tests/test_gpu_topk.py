@@ -126,6 +126,27 @@ def test_stream_appends_past_the_buffer_room(dtype, k):
         check(x, k, indices_type="int32", **flags)
 
 
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+@pytest.mark.parametrize("k", [512, 2048])
+def test_stream_warps_append_unevenly(dtype, k):
+    """The streaming kernel's warps run their share of each block without waiting for one
+    another and meet only for a select or at the end (kernels_cu/row/stream_range.cuh). Here
+    the large values lie in one warp's share of every block (ascending, so T keeps rising and
+    that warp appends, fills the buffer and holds survivors while the others stream ahead):
+    warp 0's share in half the rows, the last warp's in the other half; a batch of more rows
+    than SMs, so one streaming CTA a row, and an odd width, so most rows start unaligned."""
+    rows, width = 140, 65536 + 37
+    threads = variants.stream_tuning(dtype, variants.stream_bucket(k))[0]
+    warp = np.arange(width) // (16 // np.dtype(DTYPES[dtype]).itemsize) % threads // 32
+    x = distributions.make("normal", rows, width, "float32", seed=4)
+    ramp = 8.0 + 64.0 * np.arange(width) / width
+    for half, w in ((slice(0, rows // 2), 0), (slice(rows // 2, rows), threads // 32 - 1)):
+        x[half, warp == w] = ramp[warp == w]
+    x = x.astype(DTYPES[dtype])
+    for flags in FLAGS:
+        check(x, k, indices_type="int32", **flags)
+
+
 @pytest.mark.parametrize("dtype", list(DTYPES))
 def test_begin_end_and_offsets(dtype):
     rows, width, k = 133, 50000, 512

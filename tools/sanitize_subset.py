@@ -1,7 +1,8 @@
 """A small, representative set of top-k calls for compute-sanitizer (memcheck / racecheck):
 every kernel family, every dtype, unaligned rows, short rows, begin/end, NaN, caller buffers,
 rows split over a cluster (streaming and radix) and over a workspace, batches of more rows than
-SMs (one streaming CTA a row) whose survivors overflow the candidate buffer's bounded room.
+SMs (one streaming CTA a row) whose survivors overflow the candidate buffer's bounded room or
+come from one warp's share of each block.
 --radix / --batch: only the cluster radix select's / the batches' calls (racecheck of the whole
 set outlasts a few minutes: 1024-thread CTAs)."""
 
@@ -40,9 +41,14 @@ for how in () if ARGS.batch else ("radix",) if ARGS.radix else ("radix", "cluste
                     deepselect_rt.topk(x[:, 1:], k, end=end, sorted=True, nan_policy="propagate")
                     deepselect_rt.topk(x[:, 1:], k, end=end, nan_policy="sentinel")
 for dt in () if ARGS.radix else (torch.bfloat16, torch.float32):
-    # All-equal rows pass their first block whole: more than the bounded room (bf16).
+    # All-equal rows pass their first block whole: more than the bounded room. In every fourth
+    # row one warp's share of each block (256 threads) climbs: that warp appends and holds while
+    # the others stream ahead.
     x = torch.randn(133, 16411, device="cuda").to(dt)
     x[::2] = 0.5
+    cols = torch.arange(16411, device="cuda")
+    one_warp = cols // (16 // x.element_size()) % 256 // 32 == 0
+    x[1::4, one_warp] = (8 + cols[one_warp] / 256).to(dt)
     for k in (512, 2048):
         deepselect_rt.topk(x, k, nan_policy="sentinel")
         deepselect_rt.topk(x, k, sorted=True, nan_policy="sentinel", indices_type="int32")

@@ -23,10 +23,10 @@ constexpr int NT = DS_THREADS;
 // entries a thread: a warp whose survivors do not fit then holds them and appends them after a
 // select (stream_range). A whole block took 32 KiB of a bf16 CTA's 75 at k = 512 and 64 of 91
 // at k = 2048, which held those to three and two CTAs an H200 SM; bounded, they fit four and
-// three, and 4096 x 128K bf16 ran 1.09x and 1.22x faster. Bounded costs the streaming loop
-// code and registers (float32 at the same occupancy: 0.87-0.89x), so float32, k = 4096 and the
-// few-rows variants keep the whole block (docs/benchmarks.md, session 12). The 64 entries short
-// of 2 x DS_KMAX let 256 threads with a 3-block ring of 2 vectors a thread fit three CTAs an SM.
+// three, and 4096 x 128K bf16 ran 1.09x and 1.22x faster; float32 up to k = 512 fits a 3-block
+// ring at four CTAs (1.05x). k = 4096, float32's k = 1024 and 2048, and the few-rows variants
+// keep the whole block (docs/benchmarks.md, sessions 12 and 13). The 64 entries short of
+// 2 x DS_KMAX let 256 threads with a 3-block ring of 2 vectors a thread fit three CTAs an SM.
 constexpr bool BOUNDED_ROOM = DS_BOUNDED_ROOM;
 constexpr int ROOM = BOUNDED_ROOM ? 2 * NT : NT * DS_VEC * DS_LOADS;
 constexpr int CAP = 2 * DS_KMAX - 64 + ROOM;
@@ -35,21 +35,25 @@ struct Shared {
     u64 buf[CAP];
     SelectScratch sel;
     u32 steps[3];
+    u32 claimed;  // entries claimed in buf while streaming (stream_range)
 };
 
 // While streaming, a select may keep up to DS_KMAX / 2 extra candidates: a looser threshold
 // costs a few more appends but saves the radix passes over the column bits.
 constexpr u32 STREAM_SLACK = DS_KMAX / 2;
 
-// Keeps the best of the buffer, updating T and its floor, when it holds more than CAP - ROOM
-// or an append of the last step did not fit (its warp holds its entries). Either way more than
-// k are held, and at most k + STREAM_SLACK <= CAP - ROOM - DS_KMAX / 2 + 64 remain: the room
-// left takes any one warp's append (32 vectors), so every retry after a select places one.
-__device__ __forceinline__ void maybe_select(Shared& sh, StepCounter& cnt, u32 k, u64& thr, Floor& floor) {
-    if (cnt.base <= (u32)(CAP - ROOM) && !cnt.overflowed) return;
-    thr = radix_select<NT>(cnt.base, k, STREAM_SLACK, sh.sel, [&](u32 i) { return sh.buf[i]; });
-    cnt.base = compact_at_least<NT, 4>(sh.buf, cnt.base, thr, sh.sel);
+// Keeps the best of buf[0, m) (m > k), raising T and its floor; returns how many remain: at
+// most k + STREAM_SLACK <= CAP - ROOM - DS_KMAX / 2 + 64, so the room left takes any one warp's
+// append (32 vectors).
+__device__ __forceinline__ u32 select_buffer(Shared& sh, u32 m, u32 k, u64& thr, Floor& floor) {
+    thr = radix_select<NT>(m, k, STREAM_SLACK, sh.sel, [&](u32 i) { return sh.buf[i]; });
     floor = threshold_floor(thr);
+    return compact_at_least<NT, 4>(sh.buf, m, thr, sh.sel);
+}
+
+// A select when the buffer holds more than CAP - ROOM.
+__device__ __forceinline__ void maybe_select(Shared& sh, StepCounter& cnt, u32 k, u64& thr, Floor& floor) {
+    if (cnt.base > (u32)(CAP - ROOM)) cnt.base = select_buffer(sh, cnt.base, k, thr, floor);
 }
 
 // The k-th best composite of the buffer's m > k.

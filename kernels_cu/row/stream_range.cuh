@@ -5,8 +5,9 @@
 // ring in shared memory (row/vector_ring.cuh). Each element is tested against the
 // running threshold T (a composite: key, then lower column): a vector whose packed maximum
 // may reach T is queued (row/vector_queue.cuh), and the queue's vectors, 32 at a time, have
-// each element tested; survivors are appended to the buffer, and a radix select raises T
-// whenever the next block could overflow it.
+// each element tested; survivors are appended to the buffer. Warps run their own vectors of
+// each block without waiting for one another; they meet for a radix select, which raises T,
+// once the buffer passes its trigger, and at the end.
 #pragma once
 #include "row/candidates.cuh"
 #include "row/vector_filter.cuh"
@@ -48,10 +49,10 @@ __device__ __forceinline__ u64 sampled_threshold(Shared& sh, const uint4* vrow, 
     return key_threshold<NT, DS_VEC>(key, r, r / 4, sh.sel);
 }
 
-// Filters columns [lo, lo + n) of xrow into sh.buf (counted by cnt, which starts empty);
-// on return T (thr) is a valid lower bound of the range's k-th best.
-__device__ __forceinline__ void stream_range(Shared& sh, VectorQueue& vq, VectorRing& ring, StepCounter& cnt,
-                                             const bits_t* xrow, u32 lo, u32 n, u32 k, u64& thr) {
+// Filters columns [lo, lo + n) of xrow into sh.buf and returns how many entries it holds; on
+// return T (thr) is a valid lower bound of the range's k-th best.
+__device__ __forceinline__ u32 stream_range(Shared& sh, VectorQueue& vq, VectorRing& ring, const bits_t* xrow,
+                                            u32 lo, u32 n, u32 k, u64& thr) {
     // Split [lo, lo + n) into an unaligned head, 16-byte vectors, and a tail.
     const u32 mis = (u32)(((u64)(xrow + lo) & 15) / DS_ELEM_BYTES);
     const u32 head = mis ? min(n, (u32)DS_VEC - mis) : 0;
@@ -66,9 +67,18 @@ __device__ __forceinline__ void stream_range(Shared& sh, VectorQueue& vq, Vector
     const auto advance = [&](u32 blk) { return blk + stride >= nblocks ? blk + stride - nblocks : blk + stride; };
     WarpQueue q;
     q.init(vq);
-    // A warp whose survivors do not fit the buffer holds the indices of the vectors it popped,
-    // one a lane, until a select has made room (settle). While holding it pops no more: its
-    // queue then takes at most one more load (QUEUE_CAP).
+    // Warps stream their own vectors of each block without waiting for one another: appends
+    // claim buffer entries with one shared atomic a warp, and the CTA meets only when a select
+    // is due (sh.claimed past CAP - ROOM), when a warp's survivors did not fit, or at the end.
+    // A barrier a block held warps for the slowest one's loads (39% of the warp stall samples
+    // of 4096 x 128K bf16 at k = 512, Nsight Compute); without it that shape took 462 us against
+    // 563 (H200), and meeting every 4 to 64 blocks as well was no faster (docs/benchmarks.md,
+    // session 13). Between the crossing claim and its next check a warp appends at most one
+    // block's share (<= 32 x DS_LOADS vectors), so the whole-block room always fits.
+    const auto claimed = [&] { return __shfl_sync(DS_FULL_MASK, *(volatile u32*)&sh.claimed, 0); };
+    // A warp whose survivors do not fit holds the indices of the vectors it popped, one a lane,
+    // until a select has made room. While holding it pops no more: its queue then takes at most
+    // one more load (QUEUE_CAP).
     static_assert(!BOUNDED_ROOM || DS_LOADS <= 2, "a holding warp's queue overflows past two loads a block");
     constexpr u32 NO_VECTOR = ~0u;
     u32 held = NO_VECTOR;
@@ -79,44 +89,52 @@ __device__ __forceinline__ void stream_range(Shared& sh, VectorQueue& vq, Vector
     const auto test = [&](bool valid, const Vec& v, u32 vi) {
         const u32 col0 = body + vi * DS_VEC;
         const u32 pass = valid ? filter(v, col0, thr, floor) : 0;
-        holding = !warp_append<DS_VEC, BOUNDED_ROOM>([&](int e) { return make_comp(key_of(v.b[e]), col0 + e); }, pass,
-                                                     sh.buf, cnt.base, cnt.current(), CAP);
+        holding = warp_append<DS_VEC, BOUNDED_ROOM>([&](int e) { return make_comp(key_of(v.b[e]), col0 + e); }, pass,
+                                                    sh.buf, 0, &sh.claimed, CAP) == APPEND_MISSED;
         if (holding) held = valid ? vi : NO_VECTOR;
     };
-    // Ends a step: a select if the buffer needs one (always after an append that did not fit).
-    // While a warp holds vectors or its queue owes a pop (a holding warp pops no more), steps
-    // follow in which each warp tests one set: what it holds, read again from the row (the rare
-    // path; held in registers they cost 5 registers), else 32 queued vectors. Each
-    // select left room for any one warp's append, so every such step places one at least.
-    const auto settle = [&] {
+    // A warp's meeting with the CTA: it places what it owes while it fits (what it holds, read
+    // again from the row after a select; 32 queued vectors past one load's room; at the end the
+    // rest), then, when a select is due or its range is done, waits for the other warps and
+    // selects with them if one is due. A warp waiting for a select holds up the others only
+    // until their next check: the count it passed (or the claim it missed, which also passed
+    // CAP) makes them due too. The warp whose claim came last reads the final count before it
+    // arrives, so the barrier's OR tells every warp alike whether a select is due. Returns
+    // false once every warp's range is done.
+    const auto meet = [&](bool finished) {
+        bool retry = false;
         for (;;) {
-            // Without the bounded room every append fits and nothing is ever owed.
-            bool owed = false;
-            if (BOUNDED_ROOM) owed = __syncthreads_or(holding || q.count >= 32);
-            else __syncthreads();
-            cnt.finish(CAP);
-            maybe_select(sh, cnt, k, thr, floor);
-            if (!owed) return;
-            cnt.prepare();
-            Vec v;
-            v.v = make_uint4(0, 0, 0, 0);
-            u32 vi = NO_VECTOR;
-            if (holding) {
-                vi = held;
-                if (vi != NO_VECTOR) v.v = vrow[vi];
-            } else if (q.count >= 32) {
-                q.pop(32, [&](bool valid, const Vec& w, u32 wi) {
-                    v = w;
-                    vi = valid ? wi : NO_VECTOR;
-                });
+            for (;;) {
+                Vec v;
+                v.v = make_uint4(0, 0, 0, 0);
+                u32 vi = NO_VECTOR;
+                if (holding) {
+                    if (!retry) break;
+                    retry = false;
+                    vi = held;
+                    if (vi != NO_VECTOR) v.v = vrow[vi];
+                } else if (q.count >= 32 || (finished && q.count)) {
+                    q.pop(min(q.count, 32u), [&](bool valid, const Vec& w, u32 wi) {
+                        v = w;
+                        vi = valid ? wi : NO_VECTOR;
+                    });
+                } else {
+                    break;
+                }
+                test(vi != NO_VECTOR, v, vi);
             }
-            test(vi != NO_VECTOR, v, vi);
+            const bool due = holding || claimed() > (u32)(CAP - ROOM);
+            if (!finished && !due) return true;
+            if (!__syncthreads_or(due)) return !__syncthreads_and(finished);
+            const u32 kept = select_buffer(sh, min(claimed(), (u32)CAP), k, thr, floor);
+            if (threadIdx.x == 0) sh.claimed = kept;
+            __syncthreads();
+            retry = holding;
         }
     };
-    // One barrier per block while the buffer has room for the block's survivors (a warp tests
-    // at most DS_LOADS x 32 queued vectors per block: the queue holds < 32 before a load).
+    // Per block: a warp tests at most DS_LOADS x 32 queued vectors (its queue holds < 32 before
+    // a load unless it holds survivors).
     const auto process = [&](const Vec (&v)[DS_LOADS], u32 blk) {
-        cnt.prepare();
         const float f = floor.from(body + blk * per_block * DS_VEC);  // one test for the whole block
 #pragma unroll
         for (int u = 0; u < DS_LOADS; ++u) {
@@ -124,7 +142,6 @@ __device__ __forceinline__ void stream_range(Shared& sh, VectorQueue& vq, Vector
             q.push(vi < nvec && vector_may_pass(v[u], f), v[u], vi);
             if (!holding && q.count >= 32) q.pop(32, test);
         }
-        settle();
     };
 
     // The first DS_STAGES - 1 blocks of a pass start loading; returns the next block to fetch.
@@ -143,7 +160,8 @@ __device__ __forceinline__ void stream_range(Shared& sh, VectorQueue& vq, Vector
     u32 ahead = start();  // the first blocks load while the sample is selected
     const u64 estimate = sampled_threshold(sh, vrow, nvec, n, k);
     for (u64 seed = estimate;; seed = 0) {
-        cnt.base = 0;
+        if (threadIdx.x == 0) sh.claimed = 0;
+        __syncthreads();
         thr = seed;
         floor = threshold_floor(thr);
         // Edge elements first (at most 2 * (DS_VEC - 1)), one per thread.
@@ -156,39 +174,38 @@ __device__ __forceinline__ void stream_range(Shared& sh, VectorQueue& vq, Vector
                 e = xrow[col];
                 pass = make_comp(key_of(e), col) >= thr;
             }
-            cnt.prepare();
-            warp_append<1>([&](int) { return make_comp(key_of(e), col); }, pass, sh.buf, cnt.base, cnt.current());
-            __syncthreads();
-            cnt.finish();
+            warp_append<1>([&](int) { return make_comp(key_of(e), col); }, pass, sh.buf, 0, &sh.claimed);
         }
         u32 blk = 0;
-        for (u32 j = 0; j < nblocks; ++j) {
-            Vec v[DS_LOADS];
-            ring.take(v, j % DS_STAGES);
-            // The stage read last step is free again (its vectors were filtered from registers).
-            ring.fetch((j + DS_STAGES - 1) % DS_STAGES, vrow, j + DS_STAGES - 1 < nblocks ? ahead : nblocks,
-                       per_block, nvec);
-            ahead = advance(ahead);
-            if (j == 0 && !seed && min(per_block, nvec) * DS_VEC >= k) {
-                // Seed T from the first block's keys: appending the whole first block at T = 0
-                // and selecting from it measured as a third of a short row's time. Any subset's
-                // k-th best is a valid lower bound of the row's.
-                const auto key = [&](int i, bool& valid) {
-                    valid = (u32)(i / DS_VEC) * NT + threadIdx.x < nvec;
-                    return key_of(v[i / DS_VEC].b[i % DS_VEC]);
-                };
-                thr = key_threshold<NT, DS_LOADS * DS_VEC>(key, k, STREAM_SLACK, sh.sel);
-                floor = threshold_floor(thr);
+        for (u32 j = 0;; ++j) {
+            const bool finished = j >= nblocks;
+            if (!finished) {
+                Vec v[DS_LOADS];
+                ring.take(v, j % DS_STAGES);
+                // The stage read last step is free again (its vectors were filtered from registers).
+                ring.fetch((j + DS_STAGES - 1) % DS_STAGES, vrow, j + DS_STAGES - 1 < nblocks ? ahead : nblocks,
+                           per_block, nvec);
+                ahead = advance(ahead);
+                if (j == 0 && !seed && min(per_block, nvec) * DS_VEC >= k) {
+                    // Seed T from the first block's keys: appending the whole first block at T = 0
+                    // and selecting from it measured as a third of a short row's time. Any subset's
+                    // k-th best is a valid lower bound of the row's.
+                    const auto key = [&](int i, bool& valid) {
+                        valid = (u32)(i / DS_VEC) * NT + threadIdx.x < nvec;
+                        return key_of(v[i / DS_VEC].b[i % DS_VEC]);
+                    };
+                    thr = key_threshold<NT, DS_LOADS * DS_VEC>(key, k, STREAM_SLACK, sh.sel);
+                    floor = threshold_floor(thr);
+                }
+                process(v, blk);
+                blk = advance(blk);
             }
-            process(v, blk);
-            blk = advance(blk);
+            if ((finished || holding || claimed() > (u32)(CAP - ROOM)) && !meet(finished)) break;
         }
         ring.drain();
-        // The queues' rest, as one more step.
-        cnt.prepare();
-        if (q.count) q.pop(q.count, test);
-        settle();
-        if (!seed || cnt.base >= k) break;
+        const u32 m = claimed();
+        if (!seed || m >= k) return m;
+        __syncthreads();  // every thread has read the count before the next pass zeroes it
         ahead = start();
     }
 }
