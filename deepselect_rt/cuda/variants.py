@@ -79,16 +79,16 @@ STREAM_KMAX = (256, 512, 1024, 2048, 4096)
 # memory per CTA.
 STREAM_TUNING = {256: (256, 2, 4, 3), 512: (256, 2, 4, 3), 1024: (256, 2, 4, 3), 2048: (256, 2, 3, 3),
                  4096: (256, 1, 2, 2)}
-# float32 blocks hold half the elements, so its candidate buffer is smaller: up to k = 512 a
-# 2-block ring fits four CTAs per SM (51 KiB each). 4096 x 129280 float32, k = 512: 694 us
-# against 754 us with 256 x 2, three CTAs and three blocks (H200). Its buffer keeps room for a
-# whole block (below), so k = 1024 and 2048 keep the 2-block ring at three and two CTAs.
-FLOAT32_STREAM_TUNING = {256: (256, 2, 4, 2), 512: (256, 2, 4, 2), 1024: (256, 2, 3, 2), 2048: (256, 2, 3, 2)}
-# Buckets whose 16-bit batch variants bound the candidate buffer's room past the select trigger
-# to two entries a thread (kernels_cu/row/candidates.cuh, DS_BOUNDED_ROOM): the shared memory
-# saved fits more CTAs per SM. float32 measured slower with it at the same occupancy (H200,
-# 4096 x 129280, k = 512: 781 us against 698 us), and k = 4096 gains no CTA.
-BOUNDED_ROOM_KMAX = (256, 512, 1024, 2048)
+# float32 blocks hold half the elements, so its candidate buffer is smaller: up to k = 512, with
+# the bounded room, a 3-block ring fits four CTAs per SM (47 KiB each). 4096 x 129280 float32,
+# k = 512: 629 us against 658 us with the whole-block room and a 2-block ring (H200, streaming
+# warps without a barrier a block). k = 1024 and 2048 keep the whole-block room (unmeasured
+# bounded) with the 2-block ring at three CTAs.
+FLOAT32_STREAM_TUNING = {256: (256, 2, 4, 3), 512: (256, 2, 4, 3), 1024: (256, 2, 3, 2), 2048: (256, 2, 3, 2)}
+# Buckets whose batch variants bound the candidate buffer's room past the select trigger to two
+# entries a thread (kernels_cu/row/candidates.cuh, DS_BOUNDED_ROOM): the shared memory saved
+# fits more CTAs per SM. k = 4096 gains no CTA.
+BOUNDED_ROOM_KMAX = {"float32": (256, 512), "float16": (256, 512, 1024, 2048), "bfloat16": (256, 512, 1024, 2048)}
 # Fewer rows than SMs: one CTA's own bandwidth bounds the time, and 512 threads read a row
 # faster (1 x 128K bf16, k = 512: 72 us vs 104 us); the ring's depth changed little there.
 FEW_ROWS_TUNING = (512, 2, 2, 2)
@@ -128,7 +128,7 @@ def stream_variant(dtype: str, kmax: int, few_rows: bool = False, split: str = "
     few_rows = few_rows or bool(split)
     threads, loads, min_ctas, stages = FEW_ROWS_TUNING if few_rows else stream_tuning(dtype, kmax)
     extra = (("DS_LOADS", loads), ("DS_MIN_CTAS", min_ctas), ("DS_STAGES", stages))
-    if not few_rows and dtype != "float32" and kmax in BOUNDED_ROOM_KMAX and loads <= 2:
+    if not few_rows and kmax in BOUNDED_ROOM_KMAX[dtype] and loads <= 2:
         extra += (("DS_BOUNDED_ROOM", 1),)
     if split:
         extra += (("DS_SPLIT", _SPLIT_CODE[split]),)
