@@ -24,31 +24,30 @@ struct StepCounter {
     }
 };
 
+// warp_append's answer for a bounded claim that did not fit.
+constexpr u32 APPEND_MISSED = ~0u;
+
 // Appends the entries flagged in `pass` (bit e for entry e, whose composite is comp(e)) at
-// buf[base + the counter's claim]. Bounded: only if they all end at or below `cap`; else the
-// warp zeroes its claim's part below `cap` (0 is no element: never selected, nothing stale
-// left) and returns false. Claims are handed out in order, so the ones that fit are a prefix.
-// Must be called by every lane of the warp.
+// buf[base + the counter's claim] and returns the claim's end (0 when the warp had none).
+// Bounded: only if they all end at or below `cap`; else the warp zeroes its claim's part below
+// `cap` (0 is no element: never selected, nothing stale left) and returns APPEND_MISSED. Claims
+// are handed out in order, so the ones that fit are a prefix. Every lane of the warp calls it.
 template <int N, bool Bounded = false, class Comp>
-__device__ __forceinline__ bool warp_append(Comp comp, u32 pass, u64* buf, u32 base, u32* counter, u32 cap = 0) {
+__device__ __forceinline__ u32 warp_append(Comp comp, u32 pass, u64* buf, u32 base, u32* counter, u32 cap = 0) {
     const u32 n = __popc(pass);
-    if (!__any_sync(DS_FULL_MASK, n)) return true;
+    if (!__any_sync(DS_FULL_MASK, n)) return 0;
     const u32 incl = warp_inclusive_sum(n);
-    // Lane 31 claims; its top bit tells the warp a bounded claim did not fit.
-    constexpr u32 MISSED = 1u << 31;
     u32 claim = 0;
-    if ((threadIdx.x & 31) == 31) {
-        claim = base + atomicAdd(counter, incl);
-        if (Bounded && incl > cap - min(claim, cap)) claim |= MISSED;
-    }
+    if ((threadIdx.x & 31) == 31) claim = base + atomicAdd(counter, incl);
     claim = __shfl_sync(DS_FULL_MASK, claim, 31);
-    if (Bounded && (claim & MISSED)) {
-        for (u32 i = (claim & ~MISSED) + (threadIdx.x & 31); i < cap; i += 32) buf[i] = 0;
-        return false;
+    const u32 total = __shfl_sync(DS_FULL_MASK, incl, 31);
+    if (Bounded && total > cap - min(claim, cap)) {
+        for (u32 i = claim + (threadIdx.x & 31); i < cap; i += 32) buf[i] = 0;
+        return APPEND_MISSED;
     }
     u32 pos = claim + incl - n;
 #pragma unroll
     for (int e = 0; e < N; ++e)
         if (pass >> e & 1) buf[pos++] = comp(e);
-    return true;
+    return claim + total;
 }

@@ -89,8 +89,8 @@ __device__ __forceinline__ u32 stream_range(Shared& sh, VectorQueue& vq, VectorR
     const auto test = [&](bool valid, const Vec& v, u32 vi) {
         const u32 col0 = body + vi * DS_VEC;
         const u32 pass = valid ? filter(v, col0, thr, floor) : 0;
-        holding = !warp_append<DS_VEC, BOUNDED_ROOM>([&](int e) { return make_comp(key_of(v.b[e]), col0 + e); }, pass,
-                                                     sh.buf, 0, &sh.claimed, CAP);
+        holding = warp_append<DS_VEC, BOUNDED_ROOM>([&](int e) { return make_comp(key_of(v.b[e]), col0 + e); }, pass,
+                                                    sh.buf, 0, &sh.claimed, CAP) == APPEND_MISSED;
         if (holding) held = valid ? vi : NO_VECTOR;
     };
     // A warp's meeting with the CTA: it places what it owes while it fits (what it holds, read
