@@ -46,7 +46,8 @@ SHAPES = [(4096, 131072, 512, B, False, False), (4096, 131072, 1024, B, False, F
           (256, 65536, 512, B, False, False), (256, 65536, 2048, B, False, False),
           (512, 131072, 2048, B, False, False), (4096, 16384, 2048, B, False, False),
           (4096, 129280, 512, F, False, False),
-          (4096, 129280, 512, F, True, False), (4096, 129280, 4096, F, False, False),
+          (4096, 129280, 512, F, True, False), (4096, 129280, 1024, F, False, False),
+          (4096, 129280, 2048, F, False, False), (4096, 129280, 4096, F, False, False),
           (1, 131072, 512, B, False, True), (1, 1 << 20, 2048, B, False, True),
           (8, 131072, 2048, B, False, True), (8, 1 << 20, 2048, B, False, True),
           (1, 129280, 512, F, False, True), (1, 129280, 512, F, True, True)]
