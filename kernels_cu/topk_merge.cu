@@ -21,6 +21,6 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS) DS_ENTRY(const Params p
     Floor floor = threshold_floor(thr);
     merge_candidates(sh, cnt, k, thr, floor, count, [&](u32 i) { return __ldcs(ws + i); });
     // Its shared memory is the candidate buffer alone: no room for a column bitmap.
-    const ColumnBitmap none{nullptr, nullptr, 0};
+    const ColumnBitmap none{nullptr, 0};
     finish_row(p, sh, cnt.base, k, thr, row, (const bits_t*)p.x + row * p.row_stride, 0, 0, none);
 }

@@ -59,7 +59,7 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS, DS_MIN_CTAS) DS_ENTRY(c
     u64 thr = 0;
     const u32 m = stream_range(sh, vq, ring, xrow, (u32)lo, (u32)(hi - lo), k, thr);
     // The queues and the ring are free now: the finish counts the winners' columns there.
-    const ColumnBitmap bm = column_bitmap<NT>(smem_raw + QUEUE_OFFSET, sizeof(VectorQueue) + sizeof(VectorRing));
+    const ColumnBitmap bm = column_bitmap(smem_raw + QUEUE_OFFSET, sizeof(VectorQueue) + sizeof(VectorRing));
 
 #if DS_SPLIT == 0
     finish_row(p, sh, m, k, thr, row, xrow, (u32)lo, (u32)(hi - lo), bm);

@@ -61,8 +61,11 @@ def test_widths_bf16(width, k):
 
 def _bitmap_columns(threads: int, loads: int, stages: int) -> int:
     """Columns the finish's bitmap holds (kernels_cu/row/column_output.cuh): the queues' 40 bytes
-    a thread and the ring, less 4 bytes a thread of counts."""
-    return (40 + 16 * loads * stages - 4) * threads * 8
+    a thread and the ring, less a warp total a warp, hold the bitmap's words and a count per
+    chunk of at most 64 words."""
+    room = (40 + 16 * loads * stages) * threads // 4 - threads // 32
+    words = max(w for w in range(room + 1) if w + -(-w // 64) <= room)
+    return words * 32
 
 
 @pytest.mark.parametrize("kmax", sorted(variants.STREAM_TUNING))
