@@ -88,8 +88,10 @@ __device__ __forceinline__ u32 stream_range(Shared& sh, VectorQueue& vq, VectorR
     // with slack may even lower T, stopping at the key's digits).
     const auto test = [&](bool valid, const Vec& v, u32 vi) {
         const u32 col0 = body + vi * DS_VEC;
-        const u32 pass = valid ? filter(v, col0, thr, floor) : 0;
-        holding = warp_append<DS_VEC, BOUNDED_ROOM>([&](int e) { return make_comp(key_of(v.b[e]), col0 + e); }, pass,
+        Vec keys = v;
+        to_keys(keys);
+        const u32 pass = valid ? keys_reaching(keys, col0, thr) : 0;
+        holding = warp_append<DS_VEC, BOUNDED_ROOM>([&](int e) { return make_comp(keys.b[e], col0 + e); }, pass,
                                                     sh.buf, 0, &sh.claimed, CAP) == APPEND_MISSED;
         if (holding) held = valid ? vi : NO_VECTOR;
     };

@@ -1,5 +1,5 @@
-// The threshold test of one 16-byte vector: a packed maximum first (most vectors stop there),
-// then the exact composite test of each element.
+// The threshold tests of one 16-byte vector: a packed maximum first (most vectors stop there),
+// then, for the vectors queued, the exact test of each element's key.
 #pragma once
 #include "common/keys.cuh"
 
@@ -13,13 +13,19 @@ __device__ __forceinline__ bool vector_may_pass(const Vec& v, float floor) {
 #endif
 }
 
-// Bit e set when element e (column col0 + e) survives the threshold thr.
-__device__ __forceinline__ u32 filter(const Vec& v, u32 col0, u64 thr, const Floor& floor) {
-    if (!vector_may_pass(v, floor.from(col0))) return 0;
+// Bit e set when element e of a queued vector (column col0 + e), whose keys (to_keys) are
+// `keys`, reaches the threshold thr: a larger key, or thr's key at a column no later than
+// thr's. The keys serve the append too: recomputed per element for the test and again for the
+// append, with a float test in front, they took 310-360 instructions a warp per 32 vectors, 28%
+// of 4096 x 128K bf16 at k = 2048 (Nsight Compute, H200).
+__device__ __forceinline__ u32 keys_reaching(const Vec& keys, u32 col0, u64 thr) {
+    const u32 tk = comp_key(thr), last = comp_col(thr);  // thr = 0: every column, key >= 0
+    const u32 ties = last < col0 ? 0u : last - col0 >= DS_VEC - 1 ? (1u << DS_VEC) - 1 : (2u << (last - col0)) - 1;
     u32 pass = 0;
 #pragma unroll
     for (int e = 0; e < DS_VEC; ++e) {
-        if (!(to_float(v.b[e]) < floor.value) && make_comp(key_of(v.b[e]), col0 + e) >= thr) pass |= 1u << e;
+        const u32 key = keys.b[e];
+        if (key > tk || (key == tk && (ties >> e & 1))) pass |= 1u << e;
     }
     return pass;
 }
