@@ -61,11 +61,16 @@ def test_widths_bf16(width, k):
 
 def _bitmap_columns(threads: int, loads: int, stages: int) -> int:
     """Columns the finish's bitmap holds (kernels_cu/row/column_output.cuh): the queues' 40 bytes
-    a thread and the ring, less a warp total a warp, hold the bitmap's words and a count per
-    chunk of at most 64 words."""
-    room = (40 + 16 * loads * stages) * threads // 4 - threads // 32
-    words = max(w for w in range(room + 1) if w + -(-w // 64) <= room)
-    return words * 32
+    a thread and the ring hold a count a thread, the bitmap's words and a count a chunk of words,
+    a chunk being a power of two no longer than a thread's run (a power of two of words)."""
+    room = (40 + 16 * loads * stages) * threads // 4
+
+    def fits(words: int) -> bool:
+        per = -(-words // threads)
+        span = (per - 1).bit_length() if per > 1 else 0
+        return any(threads + words + -(-words // (1 << c)) <= room for c in range(span + 1))
+
+    return 32 * max(w for w in range(1, room) if fits(w))
 
 
 @pytest.mark.parametrize("kmax", sorted(variants.STREAM_TUNING))

@@ -2,7 +2,7 @@
 every kernel family, every dtype, unaligned rows, short rows, begin/end, NaN, caller buffers,
 rows split over a cluster (streaming and radix) and over a workspace, batches of more rows than
 SMs (one streaming CTA a row) whose survivors overflow the candidate buffer's bounded room or
-come from one warp's share of each block.
+come from one warp's share of each block, or whose columns fill the finish's column bitmap.
 --radix / --batch: only the cluster radix select's / the batches' calls (racecheck of the whole
 set outlasts a few minutes: 1024-thread CTAs)."""
 
@@ -52,5 +52,10 @@ for dt in () if ARGS.radix else (torch.bfloat16, torch.float32):
     for k in (512, 2048):
         deepselect_rt.topk(x, k, nan_policy="sentinel")
         deepselect_rt.topk(x, k, sorted=True, nan_policy="sentinel", indices_type="int32")
+    # Rows the finish's column bitmap barely holds (k = 4096's 135,040 columns: chunks of
+    # several words) and 128K rows (one word a chunk), written by column.
+    for width, k in ((135040, 4000), (131072, 2048)):
+        x = torch.randn(133, width, device="cuda").to(dt)
+        deepselect_rt.topk(x, k, nan_policy="sentinel", indices_type="int32", return_value=False)
 torch.cuda.synchronize()
 print("sanitize subset done", np.__version__)

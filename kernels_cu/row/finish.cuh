@@ -9,7 +9,7 @@
 // goes through the bitmap when the range fits it, value order through a sort.
 __device__ __forceinline__ void finish_row(const Params& p, Shared& sh, u32 m, u32 k, u64 thr, i64 row,
                                            const bits_t* xrow, u32 lo, u32 n, const ColumnBitmap& bm) {
-    if (!(p.flags & DS_F_SORTED) && bm.chunk<NT>(n)) {
+    if (!(p.flags & DS_F_SORTED) && bm.layout<NT>(n).fits) {
         const u64 t = m > k ? kth_best(sh, m, k) : 1;  // 1: every candidate
         write_by_column<NT>(p, sh.buf, m, t, k, row, xrow, lo, n, bm);
         return;
