@@ -78,7 +78,7 @@ def _bitmap_columns(threads: int, loads: int, stages: int) -> int:
 def test_column_bitmap_edges(kmax, flags):
     """Rows whose range just fits the column bitmap, just does not, and fits from a begin > 0:
     the finish writes by column through the bitmap or falls back to the sort."""
-    threads, loads, _, stages = variants.stream_tuning("float32", kmax)
+    threads, loads, _, stages = variants.STREAM_TUNING[kmax]
     cap = _bitmap_columns(threads, loads, stages)
     rows = 133  # more rows than the H200's SMs: the batch tuning
     x = distributions.make("normal", rows, cap + 9, "float32", seed=kmax)
@@ -144,7 +144,7 @@ def test_stream_warps_append_unevenly(dtype, k):
     warp 0's share in half the rows, the last warp's in the other half; a batch of more rows
     than SMs, so one streaming CTA a row, and an odd width, so most rows start unaligned."""
     rows, width = 140, 65536 + 37
-    threads = variants.stream_tuning(dtype, variants.stream_bucket(k))[0]
+    threads = variants.STREAM_TUNING[variants.stream_bucket(k)][0]
     warp = np.arange(width) // (16 // np.dtype(DTYPES[dtype]).itemsize) % threads // 32
     x = distributions.make("normal", rows, width, "float32", seed=4)
     ramp = 8.0 + 64.0 * np.arange(width) / width

@@ -34,7 +34,6 @@ flush = torch.empty(bench.FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
 rows_out = []
 for config in CONFIGS:
     variants.STREAM_TUNING = {kmax: config for kmax in variants.STREAM_KMAX}
-    variants.FLOAT32_STREAM_TUNING = {}
     variants.FEW_ROWS_TUNING = config
     backend.forget_plans()
     line = ["t{} l{} m{} s{}".format(*config)]

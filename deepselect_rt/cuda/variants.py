@@ -72,23 +72,19 @@ PROBE = Variant("probe")
 STREAM_KMAX = (256, 512, 1024, 2048, 4096)
 # (threads, 16-byte vectors per thread in a block, CTAs per SM for the register budget, blocks in
 # the shared-memory ring that loads ahead) by k bucket, from tools/tune_stream.py on the H200
-# (docs/benchmarks.md). With the bounded room (BOUNDED_ROOM_KMAX) 256 x 2 with a 3-block ring
-# fits four CTAs per SM up to k = 1024 and three at k = 2048 (4096 x 128K bf16: 568 us at
-# k = 512 against 618 us with three CTAs; 962 us at k = 2048 against 1162 us with two CTAs and a
-# 2-block ring). k = 4096 keeps its buffer, queues and ring within GPUs of 99 KiB of shared
-# memory per CTA.
+# (docs/benchmarks.md), for every dtype. With the bounded room (BOUNDED_ROOM_KMAX) 256 x 2 with a
+# 3-block ring fits four CTAs per SM up to k = 1024 and three at k = 2048 (4096 x 128K bf16:
+# 568 us at k = 512 against 618 us with three CTAs; 962 us at k = 2048 against 1162 us with two
+# CTAs and a 2-block ring; 4096 x 129280 float32: k = 512 629 us against 658, k = 1024 691
+# against 762, k = 2048 845 against 853, with the whole-block room and a 2-block ring at three
+# CTAs). k = 4096 keeps its buffer, queues and ring within GPUs of 99 KiB of shared memory per
+# CTA.
 STREAM_TUNING = {256: (256, 2, 4, 3), 512: (256, 2, 4, 3), 1024: (256, 2, 4, 3), 2048: (256, 2, 3, 3),
                  4096: (256, 1, 2, 2)}
-# float32 blocks hold half the elements, so its candidate buffer is smaller: up to k = 512, with
-# the bounded room, a 3-block ring fits four CTAs per SM (47 KiB each). 4096 x 129280 float32,
-# k = 512: 629 us against 658 us with the whole-block room and a 2-block ring (H200, streaming
-# warps without a barrier a block). k = 1024 and 2048 keep the whole-block room (unmeasured
-# bounded) with the 2-block ring at three CTAs.
-FLOAT32_STREAM_TUNING = {256: (256, 2, 4, 3), 512: (256, 2, 4, 3), 1024: (256, 2, 3, 2), 2048: (256, 2, 3, 2)}
 # Buckets whose batch variants bound the candidate buffer's room past the select trigger to two
 # entries a thread (kernels_cu/row/candidates.cuh, DS_BOUNDED_ROOM): the shared memory saved
 # fits more CTAs per SM. k = 4096 gains no CTA.
-BOUNDED_ROOM_KMAX = {"float32": (256, 512), "float16": (256, 512, 1024, 2048), "bfloat16": (256, 512, 1024, 2048)}
+BOUNDED_ROOM_KMAX = (256, 512, 1024, 2048)
 # Fewer rows than SMs: one CTA's own bandwidth bounds the time, and 512 threads read a row
 # faster (1 x 128K bf16, k = 512: 72 us vs 104 us); the ring's depth changed little there.
 FEW_ROWS_TUNING = (512, 2, 2, 2)
@@ -115,20 +111,14 @@ def stream_bucket(k: int) -> int | None:
     return next((b for b in STREAM_KMAX if k <= b), None)
 
 
-def stream_tuning(dtype: str, kmax: int) -> tuple[int, int, int, int]:
-    """(threads, vectors a thread per block, CTAs per SM, ring blocks) of the batch variant of
-    bucket ``kmax`` for ``dtype``."""
-    return FLOAT32_STREAM_TUNING.get(kmax, STREAM_TUNING[kmax]) if dtype == "float32" else STREAM_TUNING[kmax]
-
-
 def stream_variant(dtype: str, kmax: int, few_rows: bool = False, split: str = "") -> Variant:
     """The one-pass streaming kernel (kernels_cu/topk_stream.cu) for k <= kmax, tuned for
     batches of fewer rows than SMs when ``few_rows`` or ``split`` (SPLIT_CLUSTER or
     SPLIT_WORKSPACE: each CTA streams one slice of a row)."""
     few_rows = few_rows or bool(split)
-    threads, loads, min_ctas, stages = FEW_ROWS_TUNING if few_rows else stream_tuning(dtype, kmax)
+    threads, loads, min_ctas, stages = FEW_ROWS_TUNING if few_rows else STREAM_TUNING[kmax]
     extra = (("DS_LOADS", loads), ("DS_MIN_CTAS", min_ctas), ("DS_STAGES", stages))
-    if not few_rows and kmax in BOUNDED_ROOM_KMAX[dtype] and loads <= 2:
+    if not few_rows and kmax in BOUNDED_ROOM_KMAX and loads <= 2:
         extra += (("DS_BOUNDED_ROOM", 1),)
     if split:
         extra += (("DS_SPLIT", _SPLIT_CODE[split]),)
