@@ -19,6 +19,17 @@ def parser(doc: str) -> argparse.ArgumentParser:
     return argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
+def int_list(text: str) -> list[int]:
+    """argparse type: comma-separated positive integers ("32,64")."""
+    try:
+        values = [int(part) for part in text.split(",")]
+    except ValueError:
+        values = []
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected comma-separated positive integers")
+    return values
+
+
 def start(name: str, args: argparse.ArgumentParser) -> argparse.Namespace:
     """Parses the command line, then exits with one line unless a GPU is usable."""
     parsed = args.parse_args()

@@ -12,6 +12,11 @@ import gpu_tool
 parser = gpu_tool.parser(__doc__)
 parser.add_argument("json", nargs="?", type=Path, default=Path("split.json"), help="where to write the results")
 parser.add_argument("--goals", action="store_true", help="time the goal shapes only")
+parser.add_argument("--no-goals", action="store_true", help="time the crossover grid only")
+parser.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16", "float32"), help="the grid's dtype")
+parser.add_argument("--rows", type=gpu_tool.int_list, default=[1, 4, 8, 16, 32], help="the grid's row counts")
+parser.add_argument("--widths", type=gpu_tool.int_list, default=[32768, 131072, 1 << 20], help="the grid's widths")
+parser.add_argument("--ks", type=gpu_tool.int_list, default=[512, 2048], help="the grid's k values")
 ARGS = gpu_tool.start("tools/tune_split.py", parser)
 
 import torch  # noqa: E402
@@ -27,7 +32,7 @@ from deepselect_rt.cuda.variants import SPLIT_CLUSTER, SPLIT_RADIX, SPLIT_WORKSP
 SPLITS = (1, 2, 4, 8, 16)
 GOALS = [("bfloat16", 1, 131072, 512, 8), ("bfloat16", 1, 1 << 20, 2048, 12), ("bfloat16", 8, 131072, 2048, 10),
          ("bfloat16", 8, 1 << 20, 2048, 18), ("float32", 1, 129280, 512, 10)]
-GRID = [("bfloat16", r, w, k) for k in (512, 2048) for w in (32768, 131072, 1 << 20) for r in (1, 4, 8, 16, 32)]
+GRID = [(ARGS.dtype, r, w, k) for k in ARGS.ks for w in ARGS.widths for r in ARGS.rows]
 ITERS = 30
 
 flush = torch.empty(bench.FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
@@ -80,10 +85,10 @@ if not ARGS.goals:
         table.add_row(dtype, str(rows), str(width), str(k), *[fmt(t) for t in times.values()], best, f"{how} {split}")
     console.print(table)
 
-goal_table = Table("shape", "k", "torch us", "ours (rule) us", "sorted=True us", "rule", "stream cluster us",
+goal_table = None if ARGS.no_goals else Table("shape", "k", "torch us", "ours (rule) us", "sorted=True us", "rule", "stream cluster us",
                    "workspace us", "goal us",
                    title="issue 5 goals, graph replay, cold L2 (stream ways at split_factor's split)")
-for dtype, rows, width, k, goal in GOALS:
+for dtype, rows, width, k, goal in () if ARGS.no_goals else GOALS:
     how, split = rule(dtype, rows, width, k)
     stream_split = split_factor(rows, width, k, sms)
     row = dict(dtype=dtype, rows=rows, width=width, k=k, goal=goal, rule=[how, split],
@@ -95,5 +100,6 @@ for dtype, rows, width, k, goal in GOALS:
     goal_table.add_row(f"{dtype} {rows}x{width}", str(k), fmt(row["torch"]), fmt(row["ours"]), fmt(row["ours_sorted"]),
                        f"{how} {split}",
                        fmt(row["cluster"]), fmt(row["workspace"]), str(goal))
-console.print(goal_table)
+if goal_table is not None:
+    console.print(goal_table)
 ARGS.json.write_text(json.dumps(out, indent=1))
