@@ -108,9 +108,11 @@ def test_radix_split_fits_the_sms_and_a_tier(rows, width, k, sms, dtype):
     assert span >= 2 * RADIX_TIERS[dtype][0][0]
     threads, vectors = P.radix_tier(dtype, span, s)
     assert threads * vectors * s >= span
-    if (threads, vectors) == RADIX_TIERS[dtype][-1]:
-        # The largest tier: only at LARGEST_TIER_SPLIT CTAs a row, up to one CTA an SM.
-        assert s == P.LARGEST_TIER_SPLIT and rows * s <= sms
+    if s == 2 and 2 * rows * s > sms:
+        assert rows * s <= sms  # clusters of two past the half-SM rule: one wave
+    elif (threads, vectors) == RADIX_TIERS[dtype][-1]:
+        # The largest tier: at LARGEST_TIER_SPLIT CTAs a row, up to one CTA an SM, or at two.
+        assert (s == P.LARGEST_TIER_SPLIT or s == 2) and rows * s <= sms
     else:
         assert 2 * rows * s <= sms  # the other tiers: within half the SMs
         assert 2 * s > P.MAX_SPLIT or 2 * rows * 2 * s > sms  # the largest allowed
@@ -133,8 +135,15 @@ def test_radix_split_for_the_decode_shapes_of_issue_5():
     assert P.radix_tier("bfloat16", bf(131072) + 1, 16) == (1024, 2)  # a row off the boundary
     assert P.radix_split(8, bf(131072), 2048, "bfloat16", 132) == 8
     assert P.radix_split(16, bf(131072), 512, "bfloat16", 132) == 4
-    assert P.radix_split(32, bf(131072), 512, "bfloat16", 132) == 1  # 2 CTAs: the largest tier
-    assert P.radix_split(32, bf(131072), 2048, "bfloat16", 132) == 1
+    # Past half the SMs, one wave of clusters of two (the largest tier at 128K).
+    assert P.radix_split(32, bf(131072), 512, "bfloat16", 132) == 2
+    assert P.radix_split(32, bf(131072), 2048, "bfloat16", 132) == 2
+    assert P.radix_tier("bfloat16", bf(131072), 2) == (1024, 8)
+    assert P.radix_split(64, bf(65536), 512, "bfloat16", 132) == 2
+    assert P.radix_split(66, bf(131072), 2048, "bfloat16", 132) == 2
+    assert P.radix_split(67, bf(16384), 512, "bfloat16", 132) == 1
+    assert P.radix_split(64, bf(1 << 18), 512, "bfloat16", 132) == 1  # no tier holds half a row
+    assert P.radix_split(64, P.row_vectors("float32", 65536), 512, "float32", 132) == 2
     assert P.radix_split(1, bf(32768), 512, "bfloat16", 132) == 16
     assert P.radix_split(1, bf(1 << 20), 2048, "bfloat16", 132) == 16
     assert P.radix_split(1, bf(1 << 20), 512, "bfloat16", 132) == 16

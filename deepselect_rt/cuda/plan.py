@@ -42,12 +42,13 @@ MAX_SPLIT = 16
 # split saves.
 MIN_SLICE = 8192
 SLICE_PER_K = 8
-# The radix select's largest tier (64 elements a thread) serves only rows split this wide: on
-# the H200 it beat the streaming kernel at 16 CTAs a row (1 x 1M bf16: 33 vs 46 us at k = 512,
-# 42 vs 86 us at k = 2048) and lost at 2 (32 x 128K: 49 vs 36 us, 55 vs 47 us). It takes up to
-# one such cluster per SM / 16 rows, past the half-SM limit of the other tiers: with candidates
-# compacted, 6 x 1M ran in 28-30 us against the streaming kernel's 52-85, and 8 x 1M (8
-# clusters of 16, of which an H200 holds 7 at once) in 50-55 against 51-88.
+# Rows only the radix select's largest tier (64 elements a thread) holds at a cluster of the
+# half-SM rule take this split while it fits one CTA an SM: on the H200 it beat the streaming
+# kernel at 16 CTAs a row (1 x 1M bf16: 33 vs 46 us at k = 512, 42 vs 86 us at k = 2048), and
+# with candidates compacted 6 x 1M ran in 28-30 us against the streaming kernel's 52-85, and
+# 8 x 1M (8 clusters of 16, of which an H200 holds 7 at once) in 50-55 against 51-88. (At 2
+# CTAs a row it lost before the compaction, 32 x 128K: 49 vs 36 us; since, radix_split's
+# clusters of two win there.)
 LARGEST_TIER_SPLIT = MAX_SPLIT
 
 
@@ -137,8 +138,10 @@ def radix_split(rows: int, vectors: int, k: int, dtype: str, sm_count: int) -> i
     clusters than that did not run at once: 8 x 16 CTAs took twice 4 x 16's time), for rows of
     at least two of the smallest tier's CTAs (narrower ones are unmeasured) that a tier below
     the largest holds; rows only the largest tier (64 elements a thread) holds take
-    LARGEST_TIER_SPLIT CTAs while rows x LARGEST_TIER_SPLIT <= sm_count. k beyond the streaming
-    kernel takes the any-k kernel."""
+    LARGEST_TIER_SPLIT CTAs while rows x LARGEST_TIER_SPLIT <= sm_count; past those, clusters of
+    two while rows x 2 <= sm_count (one wave): 32-66 rows of 16K-128K bf16 took 10-43 us against
+    the streaming kernel's 20-45 (graph replay; 64 x 128K: 20.9 against 35.2 at k = 512, level
+    at k = 2048). k beyond the streaming kernel takes the any-k kernel."""
     if k > STREAM_KMAX[-1] or vectors < 2 * RADIX_TIERS[dtype][0][0]:
         return 1
     largest = RADIX_TIERS[dtype][-1]
@@ -150,6 +153,8 @@ def radix_split(rows: int, vectors: int, k: int, dtype: str, sm_count: int) -> i
             return split
     if rows * LARGEST_TIER_SPLIT <= sm_count and radix_tier(dtype, vectors, LARGEST_TIER_SPLIT) == largest:
         return LARGEST_TIER_SPLIT
+    if rows * 2 <= sm_count and radix_tier(dtype, vectors, 2) is not None:
+        return 2
     return 1
 
 
