@@ -67,6 +67,19 @@ def test_missing_inputs_one_line(args):
     assert len(result.stderr.strip().splitlines()) == 1 and name in result.stderr
 
 
+@pytest.mark.parametrize("args", [["ab_shapes.py", "--tree", "/nonexistent"],
+                                  ["ab_shapes.py", "--against", "/nonexistent.json"],
+                                  ["tune_split.py", "--goals", "--no-goals"], ["tune_split.py", "--rows", "32,0"],
+                                  ["tune_split.py", "--widths", ""]], ids=str)
+def test_bad_arguments_rejected_before_the_gpu(args):
+    """Arguments the GPU tools check before looking for a GPU: a usage error, with its reason,
+    never a traceback (a missing --tree once fell back to the installed deepselect_rt)."""
+    name, *rest = args
+    result = run(str(TOOLS / name), *rest)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith(f"{name}: error: ")
+
+
 def test_ncu_stalls_groups_samples(tmp_path):
     # A made-up source page of three instructions (10 samples: 6, 3 and 1) and the disassembly
     # that puts the first two on line 7 of a.cu and the third on line 9: the shares follow by

@@ -22,6 +22,11 @@ parser.add_argument("--only", default="",
 parser.add_argument("--json", type=Path, help="write {shape: us} here")
 parser.add_argument("--against", type=Path, help="a JSON of an earlier run to compare with")
 args = parser.parse_args()
+# A tree without the package would silently time whichever deepselect_rt is installed.
+if not (args.tree / "deepselect_rt" / "__init__.py").is_file():
+    parser.error(f"--tree {args.tree}: no deepselect_rt/__init__.py there (give a source tree, e.g. a git archive)")
+if args.against and not args.against.is_file():
+    parser.error(f"--against {args.against}: no such file (give the --json of an earlier run)")
 sys.path.insert(0, str(args.tree.resolve()))
 
 from rich.console import Console  # noqa: E402

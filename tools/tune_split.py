@@ -11,8 +11,9 @@ import gpu_tool
 
 parser = gpu_tool.parser(__doc__)
 parser.add_argument("json", nargs="?", type=Path, default=Path("split.json"), help="where to write the results")
-parser.add_argument("--goals", action="store_true", help="time the goal shapes only")
-parser.add_argument("--no-goals", action="store_true", help="time the crossover grid only")
+which = parser.add_mutually_exclusive_group()
+which.add_argument("--goals", action="store_true", help="time the goal shapes only")
+which.add_argument("--no-goals", action="store_true", help="time the crossover grid only")
 parser.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16", "float32"), help="the grid's dtype")
 parser.add_argument("--rows", type=gpu_tool.int_list, default=[1, 4, 8, 16, 32], help="the grid's row counts")
 parser.add_argument("--widths", type=gpu_tool.int_list, default=[32768, 131072, 1 << 20], help="the grid's widths")
