@@ -84,7 +84,8 @@ def test_ncu_stalls_groups_samples(tmp_path):
     # A made-up source page of three instructions (10 samples: 6, 3 and 1) and the disassembly
     # that puts the first two on line 7 of a.cu and the third on line 9: the shares follow by
     # hand, 90% and 10% by line; by executions per 100, the instructions run 100, 100 and 2
-    # times fall in "0.5 - 1.5" (9 samples) and "< 0.05" (1).
+    # times fall in "0.5 - 1.5" (9 samples) and "< 0.05" (1); by execution count, the two run
+    # 100 times form one group of 200 of the 202 warp instructions.
     header = ('"Address","Source","Warp Stall Sampling (All Samples)","Instructions Executed",'
               '"stall_barrier","stall_wait","stall_barrier (Not Issued)"')
     rows = ['"0x7f0000000100","LDS R1, [R2]","6","100","5","1","0"',
@@ -98,7 +99,7 @@ def test_ncu_stalls_groups_samples(tmp_path):
                    '        /*0020*/  BAR.SYNC 0x0 ;\n')
     env_columns = dict(os.environ, COLUMNS="200")
     result = subprocess.run([sys.executable, str(TOOLS / "ncu_stalls.py"), str(csv_path), "--dis", str(dis),
-                             "--per", "100"], capture_output=True, text=True, timeout=120, env=env_columns)
+                             "--per", "100", "--by-count"], capture_output=True, text=True, timeout=120, env=env_columns)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
 
@@ -109,6 +110,8 @@ def test_ncu_stalls_groups_samples(tmp_path):
     assert cells("barrier")[1:3] == ["6", "60.0%"] and cells("wait")[1:3] == ["4", "40.0%"]
     assert cells("a.cu:7")[1:3] == ["9", "90.0%"] and cells("a.cu:9")[1:3] == ["1", "10.0%"]
     assert cells("0.5 - 1.5")[1:4] == ["9", "90.0%", "200"] and cells("< 0.05")[1:4] == ["1", "10.0%", "2"]
+    assert cells("100 ")[1:] == ["2", "200", "99.0%", "9", "90.0%", "a.cu 2"]
+    assert cells("2 ")[1:] == ["1", "2", "1.0%", "1", "10.0%", "a.cu 1"]
 
 
 @pytest.mark.parametrize("case", ["folder", "binary", "not a count", "no line info", "--per 0", "--top -1"])

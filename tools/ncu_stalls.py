@@ -6,12 +6,16 @@
     python tools/ncu_stalls.py prof.csv                      # reasons, then the top instructions
     python tools/ncu_stalls.py prof.csv --dis kernel.dis     # by source line instead
     python tools/ncu_stalls.py prof.csv --per 1048576        # by executions per unit of work
+    python tools/ncu_stalls.py prof.csv --by-count --dis kernel.dis   # what each loop costs
 
 --dis takes `nvdisasm -g -c` of the kernel's cubin (the kernel cache's .cubin for that
 variant): its line markers map each instruction to a source file and line. --per N groups the
 instructions by how often each ran against N (for example rows x blocks x warps: what runs once
-a block, what runs in the selects, what runs once a row). Shares are of all warp stall samples.
-No GPU needed; prints tables."""
+a block, what runs in the selects, what runs once a row). --by-count groups the instructions
+that ran equally often (to three significant digits): a loop body's instructions all run as
+many times as the loop, so each group is one loop or straight run of code, with what it cost in
+warp instructions and the source files it comes from (with --dis). Shares are of all warp stall
+samples, or of all instructions executed where said. No GPU needed; prints tables."""
 
 from __future__ import annotations
 
@@ -78,6 +82,11 @@ def source_lines(path: Path) -> dict[int, str]:
     return where
 
 
+def count_key(executed: int) -> int:
+    """``executed`` to three significant digits: the instructions of one loop body share it."""
+    return round(executed, 3 - len(str(executed)))
+
+
 def per_class(executed: int, per: int) -> str:
     if executed == 0:
         return "never"
@@ -104,7 +113,9 @@ def main() -> None:
     parser.add_argument("csv", type=Path, help="ncu --page source --csv --print-source sass output")
     parser.add_argument("--dis", type=Path, help="nvdisasm -g -c output of the same cubin: group by source line")
     parser.add_argument("--per", type=positive, help="group by executions per this many units of work")
-    parser.add_argument("--top", type=positive, default=20, help="rows of the last table (default 20)")
+    parser.add_argument("--by-count", action="store_true",
+                        help="group the instructions that ran equally often: what each loop costs")
+    parser.add_argument("--top", type=positive, default=20, help="rows of the last tables (default 20)")
     args = parser.parse_args()
 
     from rich.console import Console
@@ -138,12 +149,34 @@ def main() -> None:
                           top_reasons(group))
         console.print(table)
 
-    if args.dis:
-        where = source_lines(args.dis)
-        base = int(rows[0]["Address"], 16)
+    where = source_lines(args.dis) if args.dis else {}
+    base = int(rows[0]["Address"], 16)
+
+    def source(row: dict) -> str:
+        return where.get(int(row["Address"], 16) - base, "?")
+
+    if args.by_count:
+        executed = sum(count(r, EXECUTED) for r in rows) or 1
         groups = collections.defaultdict(list)
         for row in rows:
-            groups[where.get(int(row["Address"], 16) - base, "?")].append(row)
+            if count(row, EXECUTED):
+                groups[count_key(count(row, EXECUTED))].append(row)
+        table = Table("runs", "instructions", "warp instructions", "of all", "samples", "share",
+                      *(["source files"] if where else []), title="by execution count (loops)")
+        ranked = sorted(groups.items(), key=lambda kv: -kv[0] * len(kv[1]))
+        for runs, group in ranked[: args.top]:
+            n = sum(count(r, SAMPLES) for r in group)
+            warp = sum(count(r, EXECUTED) for r in group)
+            files = collections.Counter(source(r).split(":")[0] for r in group)
+            table.add_row(str(runs), str(len(group)), str(warp), f"{100 * warp / executed:.1f}%", str(n),
+                          f"{100 * n / total:.1f}%",
+                          *([", ".join(f"{f} {c}" for f, c in files.most_common(3))] if where else []))
+        console.print(table)
+
+    if args.dis:
+        groups = collections.defaultdict(list)
+        for row in rows:
+            groups[source(row)].append(row)
         table = Table("source line", "samples", "share", "top reasons", title="by source line")
         ranked = sorted(groups.items(), key=lambda kv: -sum(count(r, SAMPLES) for r in kv[1]))
         for name, group in ranked[: args.top]:
