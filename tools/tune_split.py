@@ -86,21 +86,21 @@ if not ARGS.goals:
         table.add_row(dtype, str(rows), str(width), str(k), *[fmt(t) for t in times.values()], best, f"{how} {split}")
     console.print(table)
 
-goal_table = None if ARGS.no_goals else Table("shape", "k", "torch us", "ours (rule) us", "sorted=True us", "rule", "stream cluster us",
-                   "workspace us", "goal us",
-                   title="issue 5 goals, graph replay, cold L2 (stream ways at split_factor's split)")
-for dtype, rows, width, k, goal in () if ARGS.no_goals else GOALS:
-    how, split = rule(dtype, rows, width, k)
-    stream_split = split_factor(rows, width, k, sms)
-    row = dict(dtype=dtype, rows=rows, width=width, k=k, goal=goal, rule=[how, split],
-               torch=torch_time(dtype, rows, width, k), ours=timed(dtype, rows, width, k),
-               ours_sorted=timed(dtype, rows, width, k, sorted=True),
-               cluster=timed(dtype, rows, width, k, stream_split, SPLIT_CLUSTER),
-               workspace=timed(dtype, rows, width, k, stream_split, SPLIT_WORKSPACE))
-    out["goals"].append(row)
-    goal_table.add_row(f"{dtype} {rows}x{width}", str(k), fmt(row["torch"]), fmt(row["ours"]), fmt(row["ours_sorted"]),
-                       f"{how} {split}",
-                       fmt(row["cluster"]), fmt(row["workspace"]), str(goal))
-if goal_table is not None:
+if not ARGS.no_goals:
+    goal_table = Table("shape", "k", "torch us", "ours (rule) us", "sorted=True us", "rule", "stream cluster us",
+                       "workspace us", "goal us",
+                       title="issue 5 goals, graph replay, cold L2 (stream ways at split_factor's split)")
+    for dtype, rows, width, k, goal in GOALS:
+        how, split = rule(dtype, rows, width, k)
+        stream_split = split_factor(rows, width, k, sms)
+        row = dict(dtype=dtype, rows=rows, width=width, k=k, goal=goal, rule=[how, split],
+                   torch=torch_time(dtype, rows, width, k), ours=timed(dtype, rows, width, k),
+                   ours_sorted=timed(dtype, rows, width, k, sorted=True),
+                   cluster=timed(dtype, rows, width, k, stream_split, SPLIT_CLUSTER),
+                   workspace=timed(dtype, rows, width, k, stream_split, SPLIT_WORKSPACE))
+        out["goals"].append(row)
+        goal_table.add_row(f"{dtype} {rows}x{width}", str(k), fmt(row["torch"]), fmt(row["ours"]),
+                           fmt(row["ours_sorted"]), f"{how} {split}", fmt(row["cluster"]), fmt(row["workspace"]),
+                           str(goal))
     console.print(goal_table)
 ARGS.json.write_text(json.dumps(out, indent=1))
