@@ -99,7 +99,8 @@ def test_ncu_stalls_groups_samples(tmp_path):
                    '        /*0020*/  BAR.SYNC 0x0 ;\n')
     env_columns = dict(os.environ, COLUMNS="200")
     result = subprocess.run([sys.executable, str(TOOLS / "ncu_stalls.py"), str(csv_path), "--dis", str(dis),
-                             "--per", "100", "--by-count"], capture_output=True, text=True, timeout=120, env=env_columns)
+                             "--per", "100", "--by-count"],
+                            capture_output=True, text=True, timeout=120, env=env_columns)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
 
