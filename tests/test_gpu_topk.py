@@ -100,21 +100,51 @@ def test_distributions(name, dtype, k):
     check(x, k)
 
 
+def _sampled_columns(width, itemsize, pad=0):
+    """The columns of the vectors the streaming kernel samples for its first threshold, for 256
+    and for 512 threads: vector t * vectors // 512 (kernels_cu/row/stream_range.cuh) of a row
+    that starts 16-byte aligned; with ``pad``, that many vectors more on either side (rows that
+    start unaligned sample vectors shifted by less than two)."""
+    vec = 16 // itemsize
+    sampled = np.arange(512) * (width // vec) // 512
+    cols = (sampled[:, None] * vec + np.arange(-pad * vec, (1 + pad) * vec)).ravel()
+    return cols[(cols >= 0) & (cols < width)]
+
+
 @pytest.mark.parametrize("dtype", list(DTYPES))
 @pytest.mark.parametrize("k", [600, 1024, 4096])
 def test_sampled_threshold_too_high(dtype, k):
     """The streaming kernel estimates its first threshold from one 16-byte vector a thread
-    spread evenly over the row (vector t * vectors // threads, kernels_cu/row/stream_range.cuh).
-    Here those vectors, for 256 and for 512 threads, hold the row's only large values, fewer
-    than k of them reach the estimate, and the row has to be streamed again from 0."""
+    spread evenly over the row. Here those vectors, for 256 and for 512 threads, hold the row's
+    only large values, fewer than k of them reach the estimate, and the row has to be streamed
+    again from 0."""
     rows, width = 256, 131072
     x = distributions.make("normal", rows, width, dtype, seed=11)
-    vec = 16 // x.dtype.itemsize
-    sampled = np.arange(512) * (width // vec) // 512
-    cols = (sampled[:, None] * vec + np.arange(vec)).ravel()
+    cols = _sampled_columns(width, x.dtype.itemsize)
     rng = np.random.default_rng(k)
     x[:, cols] = (100 + 1000 * rng.random((rows, cols.size))).astype(x.dtype)
     check(x, k, indices_type="int32")
+
+
+@pytest.mark.parametrize("dtype", list(DTYPES))
+@pytest.mark.parametrize("k", [512, 2048])
+def test_sampled_threshold_of_ties(dtype, k):
+    """Where the sample's estimate falls on a key shared by many sampled elements, the estimate
+    bounds the column too: the r-th such tie in column order (kernels_cu/row/stream_range.cuh).
+    Rows whose ties are spread evenly (few distinct values, all equal), rows whose ties sit at
+    the sampled vectors only (so the estimate's column is too low and the row is streamed again)
+    and rows whose ties lie only past the sampled vectors' (none of them at the estimate's key
+    in a row of one other value), in a batch of more rows than SMs."""
+    rows, width = 140, 131072
+    x = np.concatenate([distributions.make(n, 35, width, dtype, seed=6) for n in ("few_distinct", "all_equal")] +
+                       [np.full((70, width), 1.0, DTYPES[dtype])])
+    cols = _sampled_columns(width, x.dtype.itemsize)
+    x[70:105] = -1.0
+    x[70:105, cols] = 1.0  # the ties at the sampled vectors only
+    x[105:, cols] = -1.0   # the sample holds no element of the winning key
+    x[105:, : width // 2] = -2.0
+    for flags in FLAGS:
+        check(x, k, indices_type="int32", **flags)
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
@@ -123,13 +153,14 @@ def test_stream_appends_past_the_buffer_room(dtype, k):
     """The 16-bit batch variants of the streaming kernel keep two candidate-buffer entries a
     thread past the select trigger (kernels_cu/row/candidates.cuh, DS_BOUNDED_ROOM), not a whole
     block: a warp whose survivors do not fit holds them and appends them after a select
-    (float32 keeps the whole block: the same rows through the other path). All-equal rows pass
-    every element of the first block (the sample's threshold has no column part), and in
-    few-distinct, ascending and late-large rows many blocks pass more than the room; each in a
-    batch of more rows than SMs, so one streaming CTA a row."""
+    (float32 keeps the whole block: the same rows through the other path). In rows of one value
+    whose sampled vectors hold a lower one, every other element passes the sample's estimate;
+    in few-distinct, ascending and late-large rows many blocks pass more than the room; each in
+    a batch of more rows than SMs, so one streaming CTA a row."""
     rows, width = 140, 65536 + 37
     names = ["all_equal", "few_distinct", "ascending", "late_large", "normal"]
     x = np.concatenate([distributions.make(n, rows // len(names), width, dtype, seed=2) for n in names])
+    x[: rows // len(names), _sampled_columns(width, x.dtype.itemsize, pad=1)] = -1.0
     for flags in FLAGS:
         check(x, k, indices_type="int32", **flags)
 

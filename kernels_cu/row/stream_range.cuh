@@ -9,6 +9,7 @@
 // each block without waiting for one another; they meet for a radix select, which raises T,
 // once the buffer passes its trigger, and at the end.
 #pragma once
+#include "block/scan.cuh"
 #include "row/candidates.cuh"
 #include "row/vector_filter.cuh"
 #include "row/vector_queue.cuh"
@@ -34,19 +35,46 @@ __device__ __forceinline__ u32 visit_stride(u32 n) {
 // 0 (no estimate) for ranges too short to sample or where r reaches k (a block's own k-th best,
 // a valid bound, is as good). Few more than k candidates from the start means few selects:
 // 512 x 128K bf16 at k = 2048 went from 312 to 211 us on the H200 (256 x 2 loads).
-__device__ __forceinline__ u64 sampled_threshold(Shared& sh, const uint4* vrow, u32 nvec, u32 n, u32 k) {
+// Where the sample's r-th key is shared by more than the slack (few distinct values), the
+// estimate is the r-th sampled composite, its column that of the r-th such tie in column order:
+// a key alone let every tie through until the selects had bounded the column, and the visits'
+// pseudo-random order made that slow, so the ties were appended many times over.
+__device__ __forceinline__ u64 sampled_threshold(Shared& sh, const uint4* vrow, u32 body, u32 nvec, u32 n, u32 k) {
     constexpr u32 S = NT * DS_VEC;
     if (nvec < NT || n <= k) return 0;
     const float expect = (float)k * S / n;
     const u32 r = (u32)(expect + 4.f * sqrtf(expect)) + 4;
     if (r >= k || r > S / 2) return 0;
+    const u32 vi = (u32)((u64)threadIdx.x * nvec / NT);
     Vec v;
-    v.v = vrow[(u64)threadIdx.x * nvec / NT];
-    const auto key = [&](int e, bool& valid) {
-        valid = true;
-        return key_of(v.b[e]);
-    };
-    return key_threshold<NT, DS_VEC>(key, r, r / 4, sh.sel);
+    v.v = vrow[vi];
+    to_keys(v);
+    const u32 slack = r / 4;
+    CtaHistogram<NT> cta;
+    const Digits d = radix_digits(DS_ELEM_BITS - 8, r, slack, sh.sel, cta, [&](u32* h, int shift, const Digits& dd) {
+#pragma unroll
+        for (int e = 0; e < DS_VEC; ++e)
+            warp_hist_add(h, ((u32)v.b[e] >> shift) & 255, ((u32)v.b[e] & (u32)dd.mask) == (u32)dd.prefix);
+    });
+    if (d.within(slack)) return d.prefix << 32;
+    // The ties (d.prefix is the whole key): the sample's column order is the threads', then
+    // their elements'. sel.hist serves as the warps' totals: the last pick has read it.
+    u32 ties = 0;
+#pragma unroll
+    for (int e = 0; e < DS_VEC; ++e) ties += (u32)v.b[e] == (u32)d.prefix;
+    const u32 incl = warp_inclusive_sum(ties);
+    u32 before[1] = {incl - ties};
+    warp_offsets<NT, 1>(__shfl_sync(DS_FULL_MASK, incl, 31), before, sh.sel.hist);
+    if (before[0] < d.remaining && d.remaining <= before[0] + ties) {
+        u32 seen = before[0];
+#pragma unroll
+        for (int e = 0; e < DS_VEC; ++e) {
+            seen += (u32)v.b[e] == (u32)d.prefix;
+            if ((u32)v.b[e] == (u32)d.prefix && seen == d.remaining) sh.sel.digit = body + vi * DS_VEC + e;
+        }
+    }
+    __syncthreads();
+    return make_comp((u32)d.prefix, sh.sel.digit);
 }
 
 // Filters columns [lo, lo + n) of xrow into sh.buf and returns how many entries it holds; on
@@ -160,7 +188,7 @@ __device__ __forceinline__ u32 stream_range(Shared& sh, VectorQueue& vq, VectorR
     // at or above the seed was kept, and a select only ever keeps k or more), else the range
     // holds fewer than k elements at or above the estimate and is streamed again from 0.
     u32 ahead = start();  // the first blocks load while the sample is selected
-    const u64 estimate = sampled_threshold(sh, vrow, nvec, n, k);
+    const u64 estimate = sampled_threshold(sh, vrow, body, nvec, n, k);
     for (u64 seed = estimate;; seed = 0) {
         if (threadIdx.x == 0) sh.claimed = 0;
         __syncthreads();
