@@ -1,12 +1,22 @@
 """Issue 4's throughput goal and skewed rows: effective TB/s of bf16 batches (rows >= 256, widths
 of 64K-1M, k in 512/1024/2048), and the time of skewed rows against normal rows of the same shape
 (1024 x 128K), including rows whose only large values sit at the vectors the streaming kernel
-samples for its first threshold (so that pass repeats). CUDA events, cold L2, int32 indices, no
-values. GPU only; prints two tables."""
+samples for its first threshold (so that pass repeats), and the real fixtures' rows (DSA
+indexer scores, sampler logits; ../shared/fixtures or --fixtures) repeated to a batch against
+normal rows of the same shape and dtype. CUDA events, cold L2, int32 indices, no values. GPU
+only; prints three tables (the third without fixtures says where it looked)."""
+
+import os
+from pathlib import Path
 
 import gpu_tool
 
-gpu_tool.start("tools/throughput_skew.py", gpu_tool.parser(__doc__))
+parser = gpu_tool.parser(__doc__)
+parser.add_argument("--fixtures", type=Path,
+                    default=Path(os.environ.get("DEEPSELECT_RT_FIXTURES",
+                                                Path(__file__).resolve().parents[2] / "shared" / "fixtures")),
+                    help="the real-data fixtures folder (default: $DEEPSELECT_RT_FIXTURES, else ../shared/fixtures)")
+ARGS = gpu_tool.start("tools/throughput_skew.py", parser)
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -66,6 +76,28 @@ for k in (512, 2048):
         cells.append(f"{us:.1f} ({us / base:.2f}x)")
     skew.add_row(str(k), *cells)
 
+# (file, batch rows, dtype, ks): each fixture row repeated to fill the batch.
+FIXTURES = [("indexer_scores_bf16.npy", 1024, torch.bfloat16, (512, 2048)),
+            ("indexer_scores_fp32.npy", 1024, torch.float32, (512, 2048)),
+            ("sampler_logits_fp32.npy", 4096, torch.float32, (512, 4096))]
+real = Table(title="real fixtures repeated to a batch: us (x normal rows of that shape)")
+for name in ("fixture", "shape", "k", "normal", "fixture rows"):
+    real.add_column(name, justify="left" if name == "fixture" else "right")
+for file, rows, dtype, ks in FIXTURES:
+    path = ARGS.fixtures / file
+    if not path.is_file():
+        real.add_row(file, "-", "-", "-", f"not found at {path}")
+        continue
+    a = np.load(path)
+    # The bf16 fixture holds the bits (uint16): reinterpreted, not converted.
+    t = torch.from_numpy(a.view(np.int16)).view(torch.bfloat16) if a.dtype == np.uint16 else torch.from_numpy(a)
+    x = t.cuda().repeat(-(-rows // a.shape[0]), 1)[:rows].contiguous()
+    normal = torch.randn(x.shape, device="cuda").to(dtype)
+    for k in ks:
+        base, us = timed(normal, k), timed(x, k)
+        real.add_row(file, f"{rows} x {a.shape[1]}", str(k), f"{base:.1f}", f"{us:.1f} ({us / base:.2f}x)")
+
 console = Console()
 console.print(throughput)
 console.print(skew)
+console.print(real)
