@@ -41,11 +41,17 @@ for how in () if ARGS.batch else ("radix",) if ARGS.radix else ("radix", "cluste
                     deepselect_rt.topk(x[:, 1:], k, end=end, sorted=True, nan_policy="propagate")
                     deepselect_rt.topk(x[:, 1:], k, end=end, nan_policy="sentinel")
 for dt in () if ARGS.radix else (torch.bfloat16, torch.float32):
-    # All-equal rows pass their first block whole: more than the bounded room. In every fourth
-    # row one warp's share of each block (256 threads) climbs: that warp appends and holds while
-    # the others stream ahead.
+    # Rows of one value whose sampled vectors (one a thread, t * vectors // 256, give or take
+    # one as the rows start unaligned) hold a lower one pass every other element: more than the
+    # bounded room. All-equal rows take the sample's tie column. In every fourth row one warp's
+    # share of each block (256 threads) climbs: that warp appends and holds while the others
+    # stream ahead.
     x = torch.randn(133, 16411, device="cuda").to(dt)
     x[::2] = 0.5
+    vec = 16 // x.element_size()
+    sampled = (torch.arange(256, device="cuda") * (16411 // vec) // 256)[:, None] * vec
+    near = (sampled + torch.arange(-vec, 2 * vec, device="cuda")).clamp(0, 16410).ravel()
+    x[::4, near] = -1.0
     cols = torch.arange(16411, device="cuda")
     one_warp = cols // (16 // x.element_size()) % 256 // 32 == 0
     x[1::4, one_warp] = (8 + cols[one_warp] / 256).to(dt)
