@@ -100,13 +100,14 @@ def test_distributions(name, dtype, k):
     check(x, k)
 
 
-def _sampled_columns(width, itemsize, pad=0):
-    """The columns of the vectors the streaming kernel samples for its first threshold, for 256
-    and for 512 threads: vector t * vectors // 512 (kernels_cu/row/stream_range.cuh) of a row
-    that starts 16-byte aligned; with ``pad``, that many vectors more on either side (rows that
-    start unaligned sample vectors shifted by less than two)."""
+def _sampled_columns(width, itemsize, pad=0, threads=512):
+    """The columns of the vectors the streaming kernel samples for its first threshold, for
+    ``threads`` threads (512: both its CTA sizes, 256 and 512): vector t * vectors // threads
+    (kernels_cu/row/stream_range.cuh) of a row that starts 16-byte aligned; with ``pad``, that
+    many vectors more on either side (rows that start unaligned sample vectors shifted by less
+    than two)."""
     vec = 16 // itemsize
-    sampled = np.arange(512) * (width // vec) // 512
+    sampled = np.arange(threads) * (width // vec) // threads
     cols = (sampled[:, None] * vec + np.arange(-pad * vec, (1 + pad) * vec)).ravel()
     return cols[(cols >= 0) & (cols < width)]
 
@@ -124,6 +125,32 @@ def test_sampled_threshold_too_high(dtype, k):
     rng = np.random.default_rng(k)
     x[:, cols] = (100 + 1000 * rng.random((rows, cols.size))).astype(x.dtype)
     check(x, k, indices_type="int32")
+
+
+@pytest.mark.parametrize("dtype", list(DTYPES))
+@pytest.mark.parametrize("k", [512, 2048])
+def test_sampled_estimate_retried(dtype, k):
+    """When a row holds fewer than k elements at or above the sampled estimate, the streaming
+    kernel streams it again from a second estimate whose rank follows the row's own count
+    (retry_rank, kernels_cu/row/stream_range.cuh), and once more from 0 if that one is too high
+    as well. The 256-thread CTA's sampled vectors hold values of 10-20 and the rest of the row
+    normal ones, but for h huge values (100-200) at columns it does not sample: with h = k - r -
+    10 (r the first estimate's rank) the second estimate holds, with h = k / 2 it does not. A
+    batch of more rows than SMs, so one streaming CTA a row."""
+    rows, width = 140, 131072
+    x = distributions.make("normal", rows, width, "float32", seed=12)
+    rng = np.random.default_rng(k)
+    sampled = _sampled_columns(width, np.dtype(DTYPES[dtype]).itemsize, threads=256)
+    x[:, sampled] = 10 + 10 * rng.random((rows, sampled.size))
+    others = np.setdiff1d(np.arange(width), sampled)
+    expect = k * 256 * (16 // np.dtype(DTYPES[dtype]).itemsize) / width
+    r = int(expect + 4 * np.sqrt(expect)) + 4
+    for row in range(rows):
+        h = k - r - 10 if row % 2 else k // 2
+        x[row, rng.choice(others, h, replace=False)] = 100 + 100 * rng.random(h)
+    x = x.astype(DTYPES[dtype])
+    for flags in FLAGS:
+        check(x, k, indices_type="int32", **flags)
 
 
 @pytest.mark.parametrize("dtype", list(DTYPES))

@@ -26,25 +26,41 @@ __device__ __forceinline__ u32 visit_stride(u32 n) {
     }
 }
 
-// A threshold estimated from a sample of the range: one 16-byte vector per thread, spread evenly
-// (so a sorted row is sampled like any other). Its rank r in the sample is the sample's expected
-// share of the k best plus four standard deviations and 4, so the range almost always holds at
-// least k elements at or above it; the caller checks that and streams again from 0 otherwise.
+// The rank in the sample (sampled_threshold) of the first estimate: the sample's expected share
+// of the k best plus four standard deviations and 4, so the range almost always holds at least
+// k elements at or above the estimate; the caller checks that and streams again otherwise.
 // Three standard deviations streamed 2-3 rows in 10^4 twice: 3 to 4 in 48 batches of 256 x 64K
-// bf16 (one wave, so one such row) took 1.6-1.9x the median on the H200.
-// 0 (no estimate) for ranges too short to sample or where r reaches k (a block's own k-th best,
-// a valid bound, is as good). Few more than k candidates from the start means few selects:
-// 512 x 128K bf16 at k = 2048 went from 312 to 211 us on the H200 (256 x 2 loads).
-// Where the sample's r-th key is shared by more than the slack (few distinct values), the
-// estimate is the r-th sampled composite, its column that of the r-th such tie in column order:
-// a key alone let every tie through until the selects had bounded the column, and the visits'
-// pseudo-random order made that slow, so the ties were appended many times over.
-__device__ __forceinline__ u64 sampled_threshold(Shared& sh, const uint4* vrow, u32 body, u32 nvec, u32 n, u32 k) {
-    constexpr u32 S = NT * DS_VEC;
+// bf16 (one wave, so one such row) took 1.6-1.9x the median on the H200. 0 (no estimate) for
+// ranges too short to sample or where r reaches k (a block's own k-th best, a valid bound, is
+// as good). Few more than k candidates from the start means few selects: 512 x 128K bf16 at
+// k = 2048 went from 312 to 211 us on the H200 (256 x 2 loads).
+constexpr u32 SAMPLE = NT * DS_VEC;
+
+__device__ __forceinline__ u32 sample_rank(u32 nvec, u32 n, u32 k) {
     if (nvec < NT || n <= k) return 0;
-    const float expect = (float)k * S / n;
+    const float expect = (float)k * SAMPLE / n;
     const u32 r = (u32)(expect + 4.f * sqrtf(expect)) + 4;
-    if (r >= k || r > S / 2) return 0;
+    return r >= k || r > SAMPLE / 2 ? 0 : r;
+}
+
+// The rank of a second estimate once the one of rank r left m < k elements of the range at or
+// above it (the range's own ratio, m for rank r, puts this rank at 1.5 k), or 0 as above. Real
+// scores cluster by position, and an evenly spaced sample then varies more than the binomial
+// margin assumes: one of the 8 bf16 indexer fixture rows holds 1,809 elements at or above its
+// k = 2048 estimate, and streamed again from T = 0 it took the batch to 1.48x normal rows' time.
+__device__ __forceinline__ u32 retry_rank(u32 r, u32 m, u32 k) {
+    if (!m) return 0;
+    const u32 r2 = (u32)(1.5f * r * k / m) + 4;
+    return r2 >= k || r2 > SAMPLE / 2 ? 0 : r2;
+}
+
+// A threshold estimated from a sample of the range: one 16-byte vector per thread, spread evenly
+// (so a sorted row is sampled like any other), and its element of rank r (sample_rank). Where
+// the sample's r-th key is shared by more than the slack (few distinct values), the estimate
+// is the r-th sampled composite, its column that of the r-th such tie in column order: a key
+// alone let every tie through until the selects had bounded the column, and the visits'
+// pseudo-random order made that slow, so the ties were appended many times over.
+__device__ __forceinline__ u64 sampled_threshold(Shared& sh, const uint4* vrow, u32 body, u32 nvec, u32 r) {
     const u32 vi = (u32)((u64)threadIdx.x * nvec / NT);
     Vec v;
     v.v = vrow[vi];
@@ -186,10 +202,12 @@ __device__ __forceinline__ u32 stream_range(Shared& sh, VectorQueue& vq, VectorR
 
     // A pass from T = seed: valid when the buffer ends with at least k entries (every element
     // at or above the seed was kept, and a select only ever keeps k or more), else the range
-    // holds fewer than k elements at or above the estimate and is streamed again from 0.
+    // holds m < k elements at or above the estimate (no select ran: m is their count) and is
+    // streamed again, from a second estimate (retry_rank) and after that from 0.
     u32 ahead = start();  // the first blocks load while the sample is selected
-    const u64 estimate = sampled_threshold(sh, vrow, body, nvec, n, k);
-    for (u64 seed = estimate;; seed = 0) {
+    u32 rank = sample_rank(nvec, n, k);
+    u64 seed = rank ? sampled_threshold(sh, vrow, body, nvec, rank) : 0;
+    for (bool retried = false;; retried = true) {
         if (threadIdx.x == 0) sh.claimed = 0;
         __syncthreads();
         thr = seed;
@@ -235,7 +253,9 @@ __device__ __forceinline__ u32 stream_range(Shared& sh, VectorQueue& vq, VectorR
         ring.drain();
         const u32 m = claimed();
         if (!seed || m >= k) return m;
+        rank = retried ? 0 : retry_rank(rank, m, k);
         __syncthreads();  // every thread has read the count before the next pass zeroes it
         ahead = start();
+        seed = rank ? sampled_threshold(sh, vrow, body, nvec, rank) : 0;
     }
 }
