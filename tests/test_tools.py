@@ -34,8 +34,9 @@ def test_help(script):
 
 # cluster_phases.py --phases puts its marks in a copy of the kernels before it looks for a GPU:
 # an anchor that a kernel edit removed stops it with a different message.
-@pytest.mark.parametrize("script", GPU_TOOLS + [["profile_case.py", "1", "1000", "8"], ["cluster_phases.py", "--phases"]],
-                         ids=str)
+@pytest.mark.parametrize("script", GPU_TOOLS + [["profile_case.py", "1", "1000", "8"],
+                                                ["profile_case.py", "1", "1000", "8", "--dist", "few_distinct"],
+                                                ["cluster_phases.py", "--phases"]], ids=str)
 def test_without_gpu_one_line(script):
     if module.probe()[0]:
         pytest.skip("a GPU is visible")
@@ -133,3 +134,8 @@ def test_ncu_stalls_rejects_bad_input_in_one_line(tmp_path, case):
     else:
         assert result.returncode == 1 and len(result.stderr.strip().splitlines()) == 1
         assert "ncu_stalls.py" in result.stderr
+
+
+def test_profile_case_rejects_an_unknown_distribution():
+    result = run(str(TOOLS / "profile_case.py"), "1", "1000", "8", "--dist", "bogus")
+    assert result.returncode == 2 and "invalid choice: 'bogus'" in result.stderr
