@@ -44,10 +44,12 @@ __device__ __forceinline__ u32 sample_rank(u32 nvec, u32 n, u32 k) {
 }
 
 // The rank of a second estimate once the one of rank r left m < k elements of the range at or
-// above it (the range's own ratio, m for rank r, puts this rank at 1.5 k), or 0 as above. Real
+// above it, or 0 as above: the range's own ratio, m for rank r, puts this rank at 1.5 k (at
+// 1.2-1.5 k, as the first estimate may hold up to r / 4 more sampled elements than r). Real
 // scores cluster by position, and an evenly spaced sample then varies more than the binomial
 // margin assumes: one of the 8 bf16 indexer fixture rows holds 1,809 elements at or above its
-// k = 2048 estimate, and streamed again from T = 0 it took the batch to 1.48x normal rows' time.
+// k = 2048 estimate, and streamed again from T = 0 it took the batch to 1.48-1.49x normal rows'
+// time.
 __device__ __forceinline__ u32 retry_rank(u32 r, u32 m, u32 k) {
     if (!m) return 0;
     const u32 r2 = (u32)(1.5f * r * k / m) + 4;
