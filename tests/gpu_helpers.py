@@ -9,6 +9,7 @@ import pytest
 
 import deepselect_rt
 from deepselect_rt import reference
+from deepselect_rt.cuda import module
 from deepselect_rt.errors import NaNInputError
 
 DTYPES = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
@@ -30,6 +31,13 @@ def cupy_cuda():
     except Exception:  # cudaErrorInsufficientDriver / NoDevice: CuPy installed, no GPU here
         pass
     pytest.skip("no CUDA device for CuPy")
+
+
+def batch_rows(at_least: int = 140) -> int:
+    """Rows for a batch the plan runs one streaming CTA a row: more than the GPU's SMs (fewer
+    take the few-row variants or a split, deepselect_rt/cuda/backend.py), and ``at_least``."""
+    torch_cuda()
+    return max(at_least, module.device_info(0).sm_count + 8)
 
 
 def to_device(arr: np.ndarray):
@@ -92,5 +100,5 @@ def check(x: np.ndarray, k: int, **kw) -> None:
     assert_same(got, want, f"shape={x.shape} dtype={x.dtype} k={k} {sorted(kw)}")
 
 
-__all__ = ["DTYPES", "torch_cuda", "cupy_cuda", "to_device", "to_host", "check", "run_both", "assert_same", "bits",
-           "NaNInputError"]
+__all__ = ["DTYPES", "torch_cuda", "cupy_cuda", "batch_rows", "to_device", "to_host", "check", "run_both", "assert_same",
+           "bits", "NaNInputError"]

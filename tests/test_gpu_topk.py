@@ -13,8 +13,8 @@ import pytest
 import deepselect_rt
 from deepselect_rt import distributions
 from deepselect_rt.cuda import variants
-from gpu_helpers import (DTYPES, NaNInputError, assert_same, bits, check, random_ranges, to_device, to_host,
-                         torch_cuda)
+from gpu_helpers import (DTYPES, NaNInputError, assert_same, batch_rows, bits, check, random_ranges, to_device,
+                         to_host, torch_cuda)
 
 pytestmark = pytest.mark.gpu
 
@@ -117,8 +117,10 @@ def _sampled_columns(width, itemsize, pad=0, threads=512):
 def test_sampled_threshold_too_high(dtype, k):
     """The streaming kernel estimates its first threshold from one 16-byte vector a thread
     spread evenly over the row. Here those vectors, for 256 and for 512 threads, hold the row's
-    only large values, fewer than k of them reach the estimate, and the row has to be streamed
-    again from 0."""
+    only large values, fewer than k of them reach the estimate, and the row is streamed again:
+    from a second estimate (retry_rank, kernels_cu/row/stream_range.cuh) where its rank stays
+    below k and half the sample (bf16 and float16 at k = 600 and 1024, float32 at 600), else
+    from 0."""
     rows, width = 256, 131072
     x = distributions.make("normal", rows, width, dtype, seed=11)
     cols = _sampled_columns(width, x.dtype.itemsize)
@@ -133,20 +135,23 @@ def test_sampled_estimate_retried(dtype, k):
     """When a row holds fewer than k elements at or above the sampled estimate, the streaming
     kernel streams it again from a second estimate whose rank follows the row's own count
     (retry_rank, kernels_cu/row/stream_range.cuh), and once more from 0 if that one is too high
-    as well. The 256-thread CTA's sampled vectors hold values of 10-20 and the rest of the row
-    normal ones, but for h huge values (100-200) at columns it does not sample: with h = k - r -
-    10 (r the first estimate's rank) the second estimate holds, with h = k / 2 it does not. A
-    batch of more rows than SMs, so one streaming CTA a row."""
-    rows, width = 140, 131072
+    as well. The batch variant's sampled vectors hold values of 10-20 and the rest of the row
+    normal ones, but for h huge values (100-200) at columns it does not sample. The first
+    estimate (rank r, with at most r / 4 more sampled elements at or above it) then leaves
+    fewer than k; with h = k - r - r // 4 - 2 the second estimate holds, with h = k / 2 it does
+    not. A batch of more rows than SMs, so one streaming CTA a row."""
+    rows, width = batch_rows(), 131072
+    item = np.dtype(DTYPES[dtype]).itemsize
+    threads = variants.STREAM_TUNING[variants.stream_bucket(k)][0]
     x = distributions.make("normal", rows, width, "float32", seed=12)
     rng = np.random.default_rng(k)
-    sampled = _sampled_columns(width, np.dtype(DTYPES[dtype]).itemsize, threads=256)
+    sampled = _sampled_columns(width, item, threads=threads)
     x[:, sampled] = 10 + 10 * rng.random((rows, sampled.size))
     others = np.setdiff1d(np.arange(width), sampled)
-    expect = k * 256 * (16 // np.dtype(DTYPES[dtype]).itemsize) / width
+    expect = k * threads * (16 // item) / width
     r = int(expect + 4 * np.sqrt(expect)) + 4
     for row in range(rows):
-        h = k - r - 10 if row % 2 else k // 2
+        h = k - r - r // 4 - 2 if row % 2 else k // 2
         x[row, rng.choice(others, h, replace=False)] = 100 + 100 * rng.random(h)
     x = x.astype(DTYPES[dtype])
     for flags in FLAGS:
@@ -158,18 +163,21 @@ def test_sampled_estimate_retried(dtype, k):
 def test_sampled_threshold_of_ties(dtype, k):
     """Where the sample's estimate falls on a key shared by many sampled elements, the estimate
     bounds the column too: the r-th such tie in column order (kernels_cu/row/stream_range.cuh).
-    Rows whose ties are spread evenly (few distinct values, all equal), rows whose ties sit at
-    the sampled vectors only (so the estimate's column is too low and the row is streamed again)
-    and rows whose ties lie only past the sampled vectors' (none of them at the estimate's key
-    in a row of one other value), in a batch of more rows than SMs."""
-    rows, width = 140, 131072
-    x = np.concatenate([distributions.make(n, 35, width, dtype, seed=6) for n in ("few_distinct", "all_equal")] +
-                       [np.full((70, width), 1.0, DTYPES[dtype])])
-    cols = _sampled_columns(width, x.dtype.itemsize)
-    x[70:105] = -1.0
-    x[70:105, cols] = 1.0  # the ties at the sampled vectors only
-    x[105:, cols] = -1.0   # the sample holds no element of the winning key
-    x[105:, : width // 2] = -2.0
+    Four kinds of rows, in a batch of more rows than SMs: few distinct values and all equal
+    (ties spread evenly); one value only at the sampled vectors, a lower one elsewhere (the
+    estimate's column is too low, and the row is streamed again); and rows whose sampled
+    vectors hold -1, their first half -2 and the rest 1, so the winning key is in no sampled
+    vector while the estimate is a tie of -1."""
+    group, width = -(-batch_rows() // 4), 131072
+    threads = variants.STREAM_TUNING[variants.stream_bucket(k)][0]
+    x = np.concatenate([distributions.make(n, group, width, dtype, seed=6) for n in ("few_distinct", "all_equal")] +
+                       [np.full((2 * group, width), 1.0, DTYPES[dtype])])
+    cols = _sampled_columns(width, x.dtype.itemsize, threads=threads)
+    tied, unseen = slice(2 * group, 3 * group), slice(3 * group, None)
+    x[tied] = -1.0
+    x[tied, cols] = 1.0
+    x[unseen, cols] = -1.0
+    x[unseen, : width // 2] = -2.0
     for flags in FLAGS:
         check(x, k, indices_type="int32", **flags)
 
@@ -184,8 +192,8 @@ def test_stream_appends_past_the_buffer_room(dtype, k):
     whose sampled vectors hold a lower one, every other element passes the sample's estimate;
     in few-distinct, ascending and late-large rows many blocks pass more than the room; each in
     a batch of more rows than SMs, so one streaming CTA a row."""
-    rows, width = 140, 65536 + 37
     names = ["all_equal", "few_distinct", "ascending", "late_large", "normal"]
+    rows, width = len(names) * -(-batch_rows() // len(names)), 65536 + 37
     x = np.concatenate([distributions.make(n, rows // len(names), width, dtype, seed=2) for n in names])
     x[: rows // len(names), _sampled_columns(width, x.dtype.itemsize, pad=1)] = -1.0
     for flags in FLAGS:
