@@ -139,3 +139,13 @@ def test_ncu_stalls_rejects_bad_input_in_one_line(tmp_path, case):
 def test_profile_case_rejects_an_unknown_distribution():
     result = run(str(TOOLS / "profile_case.py"), "1", "1000", "8", "--dist", "bogus")
     assert result.returncode == 2 and "invalid choice: 'bogus'" in result.stderr
+
+
+def test_sanitize_subset_radix_and_batch_exclude_each_other():
+    result = run(str(TOOLS / "sanitize_subset.py"), "--radix", "--batch")
+    assert result.returncode == 2 and "not allowed with argument" in result.stderr
+
+
+def test_throughput_skew_rejects_a_missing_fixtures_folder(tmp_path):
+    result = run(str(TOOLS / "throughput_skew.py"), "--fixtures", str(tmp_path / "none"))
+    assert result.returncode == 2 and "no such folder" in result.stderr

@@ -9,8 +9,10 @@ set outlasts a few minutes: 1024-thread CTAs)."""
 import gpu_tool
 
 parser = gpu_tool.parser(__doc__)
-parser.add_argument("--radix", action="store_true", help="only the cluster radix select's calls")
-parser.add_argument("--batch", action="store_true", help="only the batches of more rows than SMs")
+# Both at once would select no call at all, and a sanitizer run would check nothing.
+only = parser.add_mutually_exclusive_group()
+only.add_argument("--radix", action="store_true", help="only the cluster radix select's calls")
+only.add_argument("--batch", action="store_true", help="only the batches of more rows than SMs")
 ARGS = gpu_tool.start("tools/sanitize_subset.py", parser)
 
 import numpy as np  # noqa: E402

@@ -6,13 +6,22 @@ indexer scores, sampler logits; ../shared/fixtures or --fixtures) repeated to a 
 normal rows of the same shape and dtype. CUDA events, cold L2, int32 indices, no values. GPU
 only; prints three tables (the third without fixtures says where it looked)."""
 
+import argparse
 import os
 from pathlib import Path
 
 import gpu_tool
 
+def fixtures_dir(text: str) -> Path:
+    """argparse type: a folder that exists (a default that does not is reported in the table)."""
+    path = Path(text)
+    if not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: no such folder (give the real-data fixtures' folder)")
+    return path
+
+
 parser = gpu_tool.parser(__doc__)
-parser.add_argument("--fixtures", type=Path,
+parser.add_argument("--fixtures", type=fixtures_dir,
                     default=Path(os.environ.get("DEEPSELECT_RT_FIXTURES",
                                                 Path(__file__).resolve().parents[2] / "shared" / "fixtures")),
                     help="the real-data fixtures folder (default: $DEEPSELECT_RT_FIXTURES, else ../shared/fixtures)")
