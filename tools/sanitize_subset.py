@@ -2,7 +2,8 @@
 every kernel family, every dtype, unaligned rows, short rows, begin/end, NaN, caller buffers,
 rows split over a cluster (streaming and radix) and over a workspace, batches of more rows than
 SMs (one streaming CTA a row) whose survivors overflow the candidate buffer's bounded room or
-come from one warp's share of each block, or whose columns fill the finish's column bitmap.
+come from one warp's share of each block, whose sampled estimates are too high, or whose
+columns fill the finish's column bitmap.
 --radix / --batch: only the cluster radix select's / the batches' calls (racecheck of the whole
 set outlasts a few minutes: 1024-thread CTAs)."""
 
@@ -60,6 +61,22 @@ for dt in () if ARGS.radix else (torch.bfloat16, torch.float32):
     for k in (512, 2048):
         deepselect_rt.topk(x, k, nan_policy="sentinel")
         deepselect_rt.topk(x, k, sorted=True, nan_policy="sentinel", indices_type="int32")
+    # Rows whose sampled vectors (t * vectors // 256) hold 10-20, the rest normal values but for
+    # k / 2 of 100-200 elsewhere: too few reach the first estimate and the second, so each row
+    # streams three times (stream_range.cuh's retry_rank, then from 0).
+    rows = torch.cuda.get_device_properties(0).multi_processor_count + 1
+    x = torch.randn(rows, 16384, device="cuda")
+    vec = 16 // torch.empty((), dtype=dt).element_size()
+    sampled = ((torch.arange(256, device="cuda") * (16384 // vec) // 256)[:, None] * vec
+               + torch.arange(vec, device="cuda")).ravel()
+    x[:, sampled] = 10 + 10 * torch.rand(rows, sampled.numel(), device="cuda")
+    others = torch.ones(16384, dtype=torch.bool, device="cuda")
+    others[sampled] = False
+    others = others.nonzero().ravel()
+    for row in range(rows):
+        huge = others[torch.randperm(others.numel(), device="cuda")[:256]]
+        x[row, huge] = 100 + 100 * torch.rand(256, device="cuda")
+    deepselect_rt.topk(x.to(dt), 512, nan_policy="sentinel", indices_type="int32")
     # Rows the finish's column bitmap barely holds (k = 4096's 135,040 columns: chunks of
     # several words) and 128K rows (one word a chunk), written by column.
     for width, k in ((135040, 4000), (131072, 2048)):
