@@ -206,12 +206,12 @@ __device__ u64 radix_select(u32 count, u32 k, u32 slack, SelectScratch& s, Comp 
     return d.prefix;
 }
 
-// A threshold for keys held in registers: key(j, valid) gives this thread's j-th key (j < N)
-// and whether it exists; at least k must exist. Returns t = (key prefix) << 32 such that the
-// keys >= the prefix number at least k and, unless ties forbid it, at most k + slack. Every
-// thread of the CTA must call it.
+// The digits of the k-th largest of keys held in registers: key(j, valid) gives this thread's
+// j-th key (j < N) and whether it exists; at least k must exist. Stops once the bucket holds at
+// most k + slack keys (unless ties forbid it: then d.mask covers the whole key). Every thread
+// of the CTA must call it.
 template <int NT, int N, class Key>
-__device__ u64 key_threshold(Key key, u32 k, u32 slack, SelectScratch& s) {
+__device__ __forceinline__ Digits key_digits(Key key, u32 k, u32 slack, SelectScratch& s) {
     CtaHistogram<NT> cta;
     return radix_digits(DS_ELEM_BITS - 8, k, slack, s, cta, [&](u32* h, int shift, const Digits& d) {
 #pragma unroll
@@ -220,7 +220,14 @@ __device__ u64 key_threshold(Key key, u32 k, u32 slack, SelectScratch& s) {
             const u32 kj = key(j, valid);
             warp_hist_add(h, (kj >> shift) & 255, valid && (kj & (u32)d.mask) == (u32)d.prefix);
         }
-    }).prefix << 32;
+    });
+}
+
+// A threshold t = (key prefix) << 32 from key_digits: the keys >= the prefix number at least k
+// and, unless ties forbid it, at most k + slack.
+template <int NT, int N, class Key>
+__device__ u64 key_threshold(Key key, u32 k, u32 slack, SelectScratch& s) {
+    return key_digits<NT, N>(key, k, slack, s).prefix << 32;
 }
 
 // Moves the composites >= t of buf[0, count) to buf[0, ...), in place. Chunk c writes below

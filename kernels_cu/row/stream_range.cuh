@@ -68,12 +68,11 @@ __device__ __forceinline__ u64 sampled_threshold(Shared& sh, const uint4* vrow, 
     v.v = vrow[vi];
     to_keys(v);
     const u32 slack = r / 4;
-    CtaHistogram<NT> cta;
-    const Digits d = radix_digits(DS_ELEM_BITS - 8, r, slack, sh.sel, cta, [&](u32* h, int shift, const Digits& dd) {
-#pragma unroll
-        for (int e = 0; e < DS_VEC; ++e)
-            warp_hist_add(h, ((u32)v.b[e] >> shift) & 255, ((u32)v.b[e] & (u32)dd.mask) == (u32)dd.prefix);
-    });
+    const auto key = [&](int e, bool& valid) {
+        valid = true;
+        return (u32)v.b[e];
+    };
+    const Digits d = key_digits<NT, DS_VEC>(key, r, slack, sh.sel);
     if (d.within(slack)) return d.prefix << 32;
     // The ties (d.prefix is the whole key): the sample's column order is the threads', then
     // their elements'. sel.hist serves as the warps' totals: the last pick has read it.
