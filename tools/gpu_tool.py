@@ -30,6 +30,19 @@ def int_list(text: str) -> list[int]:
     return values
 
 
+def sampled_columns(width: int, vec: int, threads: int, pad: int = 0):
+    """The columns of the 16-byte vectors (``vec`` elements each) that the streaming kernel's
+    ``threads``-thread CTA samples for its first threshold in a row of ``width`` columns that
+    starts 16-byte aligned: vector t * vectors // threads (kernels_cu/row/stream_range.cuh); with
+    ``pad``, that many vectors more on either side (rows that start unaligned sample vectors
+    shifted by less than two). A NumPy array of column indices within the row."""
+    import numpy as np
+
+    starts = (np.arange(threads) * (width // vec) // threads)[:, None] * vec
+    cols = (starts + np.arange(-pad * vec, (1 + pad) * vec)).ravel()
+    return cols[(cols >= 0) & (cols < width)]
+
+
 def start(name: str, args: argparse.ArgumentParser) -> argparse.Namespace:
     """Parses the command line, then exits with one line unless a GPU is usable."""
     parsed = args.parse_args()

@@ -52,9 +52,7 @@ for dt in () if ARGS.radix else (torch.bfloat16, torch.float32):
     x = torch.randn(133, 16411, device="cuda").to(dt)
     x[::2] = 0.5
     vec = 16 // x.element_size()
-    sampled = (torch.arange(256, device="cuda") * (16411 // vec) // 256)[:, None] * vec
-    near = (sampled + torch.arange(-vec, 2 * vec, device="cuda")).clamp(0, 16410).ravel()
-    x[::4, near] = -1.0
+    x[::4, torch.as_tensor(gpu_tool.sampled_columns(16411, vec, 256, pad=1), device="cuda")] = -1.0
     cols = torch.arange(16411, device="cuda")
     one_warp = cols // (16 // x.element_size()) % 256 // 32 == 0
     x[1::4, one_warp] = (8 + cols[one_warp] / 256).to(dt)
@@ -66,9 +64,7 @@ for dt in () if ARGS.radix else (torch.bfloat16, torch.float32):
     # streams three times (stream_range.cuh's retry_rank, then from 0).
     rows = torch.cuda.get_device_properties(0).multi_processor_count + 1
     x = torch.randn(rows, 16384, device="cuda")
-    vec = 16 // torch.empty((), dtype=dt).element_size()
-    sampled = ((torch.arange(256, device="cuda") * (16384 // vec) // 256)[:, None] * vec
-               + torch.arange(vec, device="cuda")).ravel()
+    sampled = torch.as_tensor(gpu_tool.sampled_columns(16384, vec, 256), device="cuda")
     x[:, sampled] = 10 + 10 * torch.rand(rows, sampled.numel(), device="cuda")
     others = torch.ones(16384, dtype=torch.bool, device="cuda")
     others[sampled] = False

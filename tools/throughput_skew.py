@@ -53,8 +53,7 @@ def sampled_high(rows, width):
     """Normal rows whose only large values fill the vectors t * vectors // 512 (t < 512): the
     ones a 256- or 512-thread CTA samples (kernels_cu/row/stream_range.cuh)."""
     a = distributions.make("normal", rows, width, "float32", seed=1)
-    vec = 8  # bf16 elements per 16-byte vector
-    cols = ((np.arange(512) * (width // vec) // 512)[:, None] * vec + np.arange(vec)).ravel()
+    cols = gpu_tool.sampled_columns(width, 8, 512)  # bf16: 8 elements a vector
     a[:, cols] = 100 + 1000 * np.random.default_rng(0).random((rows, cols.size))
     return a
 
