@@ -3,6 +3,9 @@ NumPy reference (the oracle)."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -11,6 +14,10 @@ import deepselect_rt
 from deepselect_rt import reference
 from deepselect_rt.cuda import module
 from deepselect_rt.errors import NaNInputError
+
+# The tools' positions of the streaming kernel's sampled vectors (tools/gpu_tool.py).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+from gpu_tool import sampled_columns  # noqa: E402
 
 DTYPES = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
 
@@ -100,5 +107,5 @@ def check(x: np.ndarray, k: int, **kw) -> None:
     assert_same(got, want, f"shape={x.shape} dtype={x.dtype} k={k} {sorted(kw)}")
 
 
-__all__ = ["DTYPES", "torch_cuda", "cupy_cuda", "batch_rows", "to_device", "to_host", "check", "run_both", "assert_same",
-           "bits", "NaNInputError"]
+__all__ = ["DTYPES", "torch_cuda", "cupy_cuda", "batch_rows", "sampled_columns", "to_device", "to_host", "check",
+           "run_both", "assert_same", "bits", "NaNInputError"]

@@ -13,8 +13,8 @@ import pytest
 import deepselect_rt
 from deepselect_rt import distributions
 from deepselect_rt.cuda import variants
-from gpu_helpers import (DTYPES, NaNInputError, assert_same, batch_rows, bits, check, random_ranges, to_device,
-                         to_host, torch_cuda)
+from gpu_helpers import (DTYPES, NaNInputError, assert_same, batch_rows, bits, check, random_ranges, sampled_columns,
+                         to_device, to_host, torch_cuda)
 
 pytestmark = pytest.mark.gpu
 
@@ -100,18 +100,6 @@ def test_distributions(name, dtype, k):
     check(x, k)
 
 
-def _sampled_columns(width, itemsize, pad=0, threads=512):
-    """The columns of the vectors the streaming kernel samples for its first threshold, for
-    ``threads`` threads (512: both its CTA sizes, 256 and 512): vector t * vectors // threads
-    (kernels_cu/row/stream_range.cuh) of a row that starts 16-byte aligned; with ``pad``, that
-    many vectors more on either side (rows that start unaligned sample vectors shifted by less
-    than two)."""
-    vec = 16 // itemsize
-    sampled = np.arange(threads) * (width // vec) // threads
-    cols = (sampled[:, None] * vec + np.arange(-pad * vec, (1 + pad) * vec)).ravel()
-    return cols[(cols >= 0) & (cols < width)]
-
-
 @pytest.mark.parametrize("dtype", list(DTYPES))
 @pytest.mark.parametrize("k", [600, 1024, 4096])
 def test_sampled_threshold_too_high(dtype, k):
@@ -123,7 +111,7 @@ def test_sampled_threshold_too_high(dtype, k):
     from 0."""
     rows, width = 256, 131072
     x = distributions.make("normal", rows, width, dtype, seed=11)
-    cols = _sampled_columns(width, x.dtype.itemsize)
+    cols = sampled_columns(width, 16 // x.dtype.itemsize, 512)  # both CTA sizes: 512 holds 256's
     rng = np.random.default_rng(k)
     x[:, cols] = (100 + 1000 * rng.random((rows, cols.size))).astype(x.dtype)
     check(x, k, indices_type="int32")
@@ -145,7 +133,7 @@ def test_sampled_estimate_retried(dtype, k):
     threads = variants.STREAM_TUNING[variants.stream_bucket(k)][0]
     x = distributions.make("normal", rows, width, "float32", seed=12)
     rng = np.random.default_rng(k)
-    sampled = _sampled_columns(width, item, threads=threads)
+    sampled = sampled_columns(width, 16 // item, threads)
     x[:, sampled] = 10 + 10 * rng.random((rows, sampled.size))
     others = np.setdiff1d(np.arange(width), sampled)
     expect = k * threads * (16 // item) / width
@@ -172,7 +160,7 @@ def test_sampled_threshold_of_ties(dtype, k):
     threads = variants.STREAM_TUNING[variants.stream_bucket(k)][0]
     x = np.concatenate([distributions.make(n, group, width, dtype, seed=6) for n in ("few_distinct", "all_equal")] +
                        [np.full((2 * group, width), 1.0, DTYPES[dtype])])
-    cols = _sampled_columns(width, x.dtype.itemsize, threads=threads)
+    cols = sampled_columns(width, 16 // x.dtype.itemsize, threads)
     tied, unseen = slice(2 * group, 3 * group), slice(3 * group, None)
     x[tied] = -1.0
     x[tied, cols] = 1.0
@@ -195,7 +183,7 @@ def test_stream_appends_past_the_buffer_room(dtype, k):
     names = ["all_equal", "few_distinct", "ascending", "late_large", "normal"]
     rows, width = len(names) * -(-batch_rows() // len(names)), 65536 + 37
     x = np.concatenate([distributions.make(n, rows // len(names), width, dtype, seed=2) for n in names])
-    x[: rows // len(names), _sampled_columns(width, x.dtype.itemsize, pad=1)] = -1.0
+    x[: rows // len(names), sampled_columns(width, 16 // x.dtype.itemsize, 512, pad=1)] = -1.0
     for flags in FLAGS:
         check(x, k, indices_type="int32", **flags)
 
