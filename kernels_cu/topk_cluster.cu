@@ -11,8 +11,11 @@
 //      Per digit: each CTA histograms its elements still in the bucket, the cluster sums the
 //      histograms through distributed shared memory, every CTA picks the same digit. The end is
 //      the key K of the k-th largest (or a prefix of it that no other element shares). bfloat16
-//      rows try first one pass over the keys' offsets from T0, which settles K when it lies
-//      within 255 keys of T0 (normal rows), in one exchange instead of two.
+//      and float32 rows first try one pass over a window of 253 keys (of their top 16 bits, for
+//      float32): up from T0 in the prefiltered tiers, down from the row's largest key (one more
+//      exchange) in the others. Where K lies in the window (normal rows) that pass settles the
+//      top 16 bits, which the digits from the top take two passes for; -inf (masked rows) has
+//      a bin of its own below it.
 //   3. The row's winners are the keys above K and, among those equal to K, the lowest columns.
 //      Every CTA publishes how many it has of each; from them every CTA knows how many ties it
 //      takes and where its winners start in the row's output (CTA rank is column order).
@@ -38,13 +41,17 @@ struct Shared {
     ClusterHistograms hist;
     SelectScratch sel;  // the digit each pass picks (its histogram is unused: the cluster's are in hist)
     u32 warp_totals[NT / 32];
+    u32 warp_tops[NT / 32];  // each warp's largest key (tiers without the prefilter)
     u32 nans;          // this CTA's NaN
     alignas(16) u32 prefilter_hist[3][256];  // the prefilter's select in the CTA (OneBarrierHistogram)
-    uint4 bounds[MAX_CLUSTER];          // every CTA's prefilter bounds t_c (.x) and m_c (.y), pushed by it
+    // Every CTA's prefilter bounds t_c (.x) and m_c (.y), or in the tiers without the prefilter
+    // its largest key (.x), pushed by it.
+    uint4 bounds[MAX_CLUSTER];
     uint4 cluster_counts[MAX_CLUSTER];  // every CTA's elements above K, equal to K, NaN, pushed by it
     u64 bounds_arrived, counts_arrived; // mbarriers of the pushed bounds and counts
     u32 least_max;     // the least of this CTA's threads' maxima (m_c)
     u32 t0;            // the prefilter's bound, from every CTA's bounds
+    u32 top;           // the row's largest key (tiers without the prefilter)
     u32 take, start;   // ties this CTA takes; the row's output slot of its first winner
     u32 has_nan;
 };
@@ -94,9 +101,14 @@ constexpr bool KEYS_AT_LOAD = V <= 2;
 // (ncu: 31% of the stall samples waiting for instructions).
 constexpr int SLOT_UNROLL = PREFILTERED ? 1 : V;
 constexpr bool KEYED = KEYS_AT_LOAD || PREFILTERED;
-// bfloat16's 255 keys above the prefilter's bound span two octaves, which hold the k-th largest
-// of normal rows (float16's span a quarter of one; float32's far less).
-constexpr bool KEY_OFFSETS = PREFILTERED && DS_DTYPE == 2;
+// The window pass's keys drop their low WINDOW_SHIFT bits, keeping the sign, 8 exponent and 7
+// mantissa bits (bfloat16's whole key, float32's top 16): its 253 keys then span two octaves,
+// which hold the k-th largest of normal rows from the row's largest key or from T0 down or
+// up. Not float16, which keeps 10 mantissa bits: at 7 the pass leaves one over 3 bits still to
+// run, two passes as without it.
+constexpr bool KEY_WINDOW = DS_DTYPE != 1;
+constexpr int WINDOW_SHIFT = DS_ELEM_BITS - 16;
+constexpr u32 WINDOW = 253, WINDOW_MASK = DS_KEY_MASK >> WINDOW_SHIFT << WINDOW_SHIFT;
 __device__ __forceinline__ u32 elem_key(const Vec& v, int e) { return KEYED ? (u32)v.b[e] : key_of(v.b[e]); }
 
 // Stores `mine` at slots[rank] of every CTA of the cluster, from threads 0 .. split - 1: the
@@ -109,6 +121,24 @@ __device__ __forceinline__ void push_to_cluster(uint4* slots, u64* arrived, uint
         if (threadIdx.x == rank) slots[rank] = mine;
         else cluster_store_async(cluster_map(&slots[rank], threadIdx.x), mine, cluster_map(arrived, threadIdx.x));
     }
+}
+
+// The row's largest key (NaN's when it has one), for every thread: each warp's (stored before a
+// barrier, at warp_tops), each CTA's, pushed to every CTA.
+__device__ __forceinline__ u32 row_top(u32 split, u32 rank, Shared& sh) {
+    u32 mine = 0;
+    if (threadIdx.x < split)
+#pragma unroll 8
+        for (u32 w = 0; w < NT / 32; ++w) mine = max(mine, sh.warp_tops[w]);
+    push_to_cluster(sh.bounds, &sh.bounds_arrived, make_uint4(mine, 0, 0, 0), split, rank);
+    if (threadIdx.x < 32) {
+        mbar_wait(&sh.bounds_arrived, 0);
+        __syncwarp();  // this CTA's own, stored by lane `rank`
+        const u32 top = __reduce_max_sync(DS_FULL_MASK, threadIdx.x < split ? sh.bounds[threadIdx.x].x : 0);
+        if (threadIdx.x == 0) sh.top = top;
+    }
+    __syncthreads();
+    return sh.top;
 }
 
 // Clears from `valid` the vectors whose elements are all below T0, a key at or below the row's
@@ -303,6 +333,18 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS, 1) DS_ENTRY(const Param
         sh.least_max = ~0u;
     }
     if (PREFILTERED) OneBarrierHistogram<NT>::init(sh.prefilter_hist);
+    // The window pass's start: the warps' largest keys (the slots without an element hold -inf,
+    // at or below every element).
+    constexpr bool FROM_TOP = KEY_WINDOW && !PREFILTERED;
+    if (FROM_TOP) {
+        u32 top = 0;
+#pragma unroll
+        for (int u = 0; u < V; ++u)
+#pragma unroll
+            for (int e = 0; e < DS_VEC; ++e) top = max(top, elem_key(x[u], e));
+        top = __reduce_max_sync(DS_FULL_MASK, top);
+        if (lane == 0) sh.warp_tops[warp] = top;
+    }
     __syncthreads();
     cluster_wait();  // every CTA of the cluster has started: stores to its shared memory may begin
 
@@ -339,30 +381,50 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS, 1) DS_ENTRY(const Param
     };
     Digits d{0, 0, m};
     bool settled = n <= k;  // then every element is taken
-    if (KEY_OFFSETS && t0 && !settled) {
-        // Every candidate is at or above t0 and at least k of them are, so when the k-th
-        // largest lies within 255 keys of t0, one pass over offsets from t0 (bin b < 255: key
-        // t0 + b; bin 255: t0 + 255 and up) finds it, where the digits from the top take two.
-        u32* h = hist.begin(sh.sel);
-        each_candidate([&](u32 key, int) { atomicAdd(&h[min(key - t0, 255u)], 1u); });
-        const Pick got = hist.pick(sh.sel, k);
-        settled = got.digit < 255;
-        if (settled) d = Digits{t0 + got.digit, DS_KEY_MASK, k - got.above, got.bucket};
-    }
-    if (!settled) {
-        d = radix_digits(DS_ELEM_BITS - 8, k, 0, sh.sel, hist, [&](u32* h, int shift, const Digits& dd) {
-            each_candidate([&](u32 key, int i) {
-                // One shared atomic a lane: a warp_hist_add (match_any, then one add per bin)
-                // for each of a thread's elements cost more than the adds' serialisation.
-                const u32 high = key & (u32)dd.mask;
-                if (high == (u32)dd.prefix) atomicAdd(&h[(key >> shift) & 255], 1u);
-                // Below the bucket: neither in a later bucket nor a winner, so the later
-                // passes and steps 3 and 4 skip it (the prefilter has dropped most such
-                // vectors of its tiers already; there the test measured slower).
-                if (!PREFILTERED && high < (u32)dd.prefix) valid &= ~((u64)1 << i);
-            });
+    const auto fill = [&](u32* h, int shift, const Digits& dd) {
+        each_candidate([&](u32 key, int i) {
+            // One shared atomic a lane: a warp_hist_add (match_any, then one add per bin) for
+            // each of a thread's elements cost more than the adds' serialisation.
+            const u32 high = key & (u32)dd.mask;
+            if (high == (u32)dd.prefix) atomicAdd(&h[(key >> shift) & 255], 1u);
+            // Below the bucket: neither in a later bucket nor a winner, so the later passes and
+            // steps 3 and 4 skip it (the prefilter has dropped most such vectors of its tiers
+            // already; there the test measured slower).
+            if (!PREFILTERED && high < (u32)dd.prefix) valid &= ~((u64)1 << i);
         });
+    };
+    bool windowed = false;
+    if (KEY_WINDOW && !settled && (FROM_TOP || t0)) {
+        // Keys as w = key >> WINDOW_SHIFT: bins 2 .. WINDOW + 1 count w = lo .. lo + WINDOW - 1,
+        // bin 255 those above, bin 1 those below but -inf, bin 0 -inf below lo (every element
+        // is in a bin, as the pick needs). Every candidate is at or above T0; none is above the
+        // row's largest key. Where the k-th largest lands in the window the pass has found w of
+        // K; in bin 0, K itself (-inf: masked rows, mostly -inf, found no slower than by the
+        // passes from the top, which it would add to).
+        const u32 top = FROM_TOP ? row_top(split, rank, sh) >> WINDOW_SHIFT : 0;
+        const u32 lo = FROM_TOP ? (top >= WINDOW - 1 ? top - (WINDOW - 1) : 0) : t0 >> WINDOW_SHIFT;
+        const u32 neg_inf_key = key_of((bits_t)DS_NEG_INF_WORD);
+        u32* h = hist.begin(sh.sel);
+        u32 below = 0, neg_inf = 0;
+        each_candidate([&](u32 key, int) {
+            const u32 w = key >> WINDOW_SHIFT;
+            if (w >= lo) atomicAdd(&h[min(w - lo + 2, 255u)], 1u);
+            else if (key == neg_inf_key) ++neg_inf;
+            else ++below;
+        });
+        if (FROM_TOP) {
+            below = __reduce_add_sync(DS_FULL_MASK, below);
+            neg_inf = __reduce_add_sync(DS_FULL_MASK, neg_inf);
+            if (lane == 0 && below) atomicAdd(&h[1], below);
+            if (lane == 0 && neg_inf) atomicAdd(&h[0], neg_inf);
+        }
+        const Pick got = hist.pick(sh.sel, k);
+        windowed = (got.digit >= 2 && got.digit <= WINDOW + 1) || got.digit == 0;
+        if (got.digit == 0) d = Digits{neg_inf_key, DS_KEY_MASK, k - got.above, got.bucket};
+        else if (windowed) d = Digits{(u64)(lo + got.digit - 2) << WINDOW_SHIFT, WINDOW_MASK, k - got.above, got.bucket};
+        if (windowed && got.digit && WINDOW_SHIFT > 0 && !d.within(0)) refine_digits(d, WINDOW_SHIFT - 8, 0, 0, sh.sel, hist, fill);
     }
+    if (!settled && !windowed) d = radix_digits(DS_ELEM_BITS - 8, k, 0, sh.sel, hist, fill);
     const u32 prefix = (u32)d.prefix, mask = (u32)d.mask;
 
     // 3. Per vector slot, the elements above K and those equal to K, packed as

@@ -174,22 +174,74 @@ def test_radix_runs_of_equal_values(dtype, tier):
     assert (16, _radix_tier(dtype, tier)[1]) in _radix_plans()
 
 
-@pytest.mark.parametrize("tier", [2, 3])
-def test_radix_key_offsets_settle_or_fall_back(tier):
-    # bfloat16's prefiltered tiers find K in one pass over key offsets from the prefilter's
-    # bound when K lies within 255 keys of it (normal rows), and otherwise run the passes from
-    # the top: in rows ascending over 60 octaves, k = 2048 puts the bound (about CTA 14's
-    # smallest thread maximum) ~7 octaves (~900 keys) below K. Both must match NumPy.
-    width = _radix_width("bfloat16", tier) - 3
-    normal = distributions.make("normal", 2, width, "bfloat16", seed=tier)
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32", "float16"])
+@pytest.mark.parametrize("tier", range(4))
+def test_radix_key_window_settles_or_falls_back(dtype, tier):
+    # bfloat16 and float32 rows find the top 16 bits of K in one pass over a window of 254 of
+    # them, up from the prefilter's bound (the prefiltered tiers) or down from the row's largest
+    # key, when K lies in it (normal rows); otherwise they run the passes from the top. Rows
+    # ascending over 60 octaves put K far from both (k = 2048: the bound, about CTA 14's smallest
+    # thread maximum, ~7 octaves below K). float16 has no window. Each must match NumPy.
+    width = _radix_width(dtype, tier) - 3
+    normal = distributions.make("normal", 2, width, dtype, seed=tier)
     octaves = np.exp2(np.linspace(-30, 30, width, dtype=np.float32))[None, :].repeat(2, axis=0)
     octaves[1] = -octaves[1][::-1]
-    for x in (normal, octaves.astype(numpy_dtype("bfloat16"))):
+    for x in (normal, octaves.astype(numpy_dtype(dtype))):
         with backend.forced_split(16, SPLIT_RADIX):
             for k in (100, 2048):
                 check(x, k, indices_type="int32")
             check(x, 512, sorted=True)
-    assert (16, _radix_tier("bfloat16", tier)[1]) in _radix_plans()
+    assert (16, _radix_tier(dtype, tier)[1]) in _radix_plans()
+
+
+def _window_edge_rows(dtype: str, width: int, k: int, seed: int) -> np.ndarray:
+    """Two rows whose k-th largest has top 16 bits (bfloat16's bits) 1.0's, shared by 60 columns,
+    and whose largest element's lie 253 (row 0: K in the window's lowest key) and 254 (row 1:
+    just below the window) above them; the k - 2 between them and the rest below at random
+    columns. float32's low 16 bits are random."""
+    rng = np.random.default_rng(seed)
+    one = 0x3F80  # 1.0 in bfloat16
+    rows = np.empty((2, width), np.uint32)
+    for r, reach in enumerate((253, 254)):
+        high = rng.integers(0x3000, one, width, dtype=np.uint32)  # below 1.0
+        cols = rng.permutation(width)
+        high[cols[0]] = one + reach
+        high[cols[1 : k - 1]] = rng.integers(one + 1, one + reach, k - 2, dtype=np.uint32)
+        high[cols[k - 1 : k + 59]] = one
+        rows[r] = high
+    if dtype == "bfloat16":
+        return rows.astype(np.uint16).view(numpy_dtype("bfloat16"))
+    return (rows << 16 | rng.integers(0, 1 << 16, rows.shape, dtype=np.uint32)).view(np.float32)
+
+
+def _masked_rows(dtype: str, width: int, k: int, seed: int) -> np.ndarray:
+    """Rows of -inf but for k - 1, k and k + 1 normal values over 40 octaves at random columns
+    (rows 0-2), and k - 1 values near 1 and one 2^30 (row 3): K is -inf, then a finite key far
+    below the row's largest."""
+    rng = np.random.default_rng(seed)
+    x = np.full((4, width), -np.inf, np.float32)
+    for r, finite in enumerate((k - 1, k, k + 1, k)):
+        cols = rng.choice(width, finite, replace=False)
+        x[r, cols] = rng.standard_normal(finite) * np.exp2(rng.uniform(-20, 20, finite))
+    x[3, cols] = 1 + rng.random(k) / 8
+    x[3, cols[0]] = 2.0**30
+    return x.astype(numpy_dtype(dtype))
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+@pytest.mark.parametrize("tier", [0, 1])
+def test_radix_key_window_from_the_top_at_its_edge(dtype, tier):
+    # The tiers without the prefilter count the window down from the row's largest key: K at
+    # its lowest key settles there, one key lower falls back to the passes from the top. -inf
+    # has a bin of its own below the window: rows of -inf with fewer than k others settle
+    # there; with k or more, K is finite and may lie far below the window.
+    width = _radix_width(dtype, tier) - 5
+    for k in (100, 2048):
+        with backend.forced_split(16, SPLIT_RADIX):
+            for x in (_window_edge_rows(dtype, width, k, seed=k + tier), _masked_rows(dtype, width, k, seed=k)):
+                check(x, k, indices_type="int32")
+                check(x, k, sorted=True)
+    assert (16, _radix_tier(dtype, tier)[1]) in _radix_plans()
 
 
 @pytest.mark.parametrize("dtype,tier", [("bfloat16", 2), ("bfloat16", 3), ("float32", 3)])

@@ -62,14 +62,15 @@ EDITS = {
         ('#include "common/params.cuh"\n', MARK_HOOK + '#include "common/params.cuh"\n'),
         ("    u64* gathered = reinterpret_cast<u64*>(smem_raw + GATHER_OFFSET);\n",
          "    u64* gathered = reinterpret_cast<u64*>(smem_raw + GATHER_OFFSET);\n    DS_MARK(0);\n"),
-        ("OneBarrierHistogram<NT>::init(sh.prefilter_hist);\n    __syncthreads();\n",
-         "OneBarrierHistogram<NT>::init(sh.prefilter_hist);\n    __syncthreads();\n    DS_MARK(2);\n"),
+        ("    __syncthreads();\n    cluster_wait();", "    __syncthreads();\n    DS_MARK(2);\n    cluster_wait();"),
         ("    Vec top;\n    top.v = make_uint4(word, word, word, word);\n",
          "    DS_MARK(13);\n    Vec top;\n    top.v = make_uint4(word, word, word, word);\n"),
         ("    const u32 t0 = sh.t0;\n", "    const u32 t0 = sh.t0;\n    DS_MARK(11);\n"),
         ("        rounds = compact(x, valid, t0, candidate_keys, cols, sh.warp_totals, cta_v, first, last);\n",
          "        rounds = compact(x, valid, t0, candidate_keys, cols, sh.warp_totals, cta_v, first, last);\n"
          "        DS_MARK(12);\n"),
+        ("        u32* h = hist.begin(sh.sel);\n        u32 below = 0, neg_inf = 0;\n",
+         "        DS_MARK(14);\n        u32* h = hist.begin(sh.sel);\n        u32 below = 0, neg_inf = 0;\n"),
         ("    const u32 prefix = (u32)d.prefix, mask = (u32)d.mask;\n",
          "    const u32 prefix = (u32)d.prefix, mask = (u32)d.mask;\n    DS_MARK(3);\n"),
         ("    if (warp == 0) {\n        mbar_wait(&sh.counts_arrived, 0);\n",
@@ -172,9 +173,11 @@ def step_cycles(dtype, rows, width, k, fn):
     passes = [p for p in range(12) if (marks[:, :, 19 + 4 * p] != 0).all()]
     order = [("load", 2)]
     # The prefiltered tiers' steps before their first pass: the data in (the threads' maxima),
-    # the prefilter's bound, the compaction.
+    # the prefilter's bound, the compaction; the other tiers' exchange of their largest keys.
     order += [(name, slot) for name, slot in (("data in", 13), ("prefilter", 11), ("compact", 12))
               if (marks[:, :, slot] != 0).all()]
+    if (marks[:, :, 14] != 0).all():  # the window pass's start: the row's largest key (or T0)
+        order.append(("top" if (marks[:, :, 12] == 0).all() else "window start", 14))
     for p in passes:
         order += [(f"pass {p + 1} fill", 16 + 4 * p), (f"pass {p + 1} push", 17 + 4 * p),
                   (f"pass {p + 1} wait", 18 + 4 * p), (f"pass {p + 1} pick", 19 + 4 * p)]

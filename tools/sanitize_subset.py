@@ -1,9 +1,9 @@
 """A small, representative set of top-k calls for compute-sanitizer (memcheck / racecheck):
-every kernel family, every dtype, unaligned rows, short rows, begin/end, NaN, caller buffers,
-rows split over a cluster (streaming and radix) and over a workspace, batches of more rows than
-SMs (one streaming CTA a row) whose survivors overflow the candidate buffer's bounded room or
-come from one warp's share of each block, whose sampled estimates are too high, or whose
-columns fill the finish's column bitmap.
+every kernel family, every dtype, unaligned rows, short rows, begin/end, NaN, rows mostly -inf,
+caller buffers, rows split over a cluster (streaming and radix) and over a workspace, batches of
+more rows than SMs (one streaming CTA a row) whose survivors overflow the candidate buffer's
+bounded room or come from one warp's share of each block, whose sampled estimates are too high,
+or whose columns fill the finish's column bitmap.
 --radix / --batch: only the cluster radix select's / the batches' calls (racecheck of the whole
 set outlasts a few minutes: 1024-thread CTAs)."""
 
@@ -37,9 +37,11 @@ for how in () if ARGS.batch else ("radix",) if ARGS.radix else ("radix", "cluste
     for dt in (torch.bfloat16, torch.float32) if how == "radix" else (torch.bfloat16,):
         for split in (3, 16):
             with backend.forced_split(split, how):
-                x = torch.randn(2, 70001, device="cuda").to(dt)
+                # Row 2 is -inf but for 1,000 columns: at k = 2048 its K is -inf.
+                x = torch.randn(3, 70001, device="cuda").to(dt)
                 x[1, 5] = float("nan")
-                end = torch.tensor([70001, 900], dtype=torch.int32, device="cuda")
+                x[2, 1000:] = float("-inf")
+                end = torch.tensor([70001, 900, 70001], dtype=torch.int32, device="cuda")
                 for k in (7, 2048):
                     deepselect_rt.topk(x[:, 1:], k, end=end, sorted=True, nan_policy="propagate")
                     deepselect_rt.topk(x[:, 1:], k, end=end, nan_policy="sentinel")
