@@ -184,7 +184,7 @@ def _overlaps(a: TensorView, b: TensorView) -> bool:
 
 
 def _caller_output(obj, name: str, dtype: str, rows: int, k: int, x: TensorView) -> TensorView:
-    view = view_of(obj, name=name, takes=INDEX_DTYPES_TEXT if dtype in dtypes.INDEX_DTYPES else VALUE_DTYPES_TEXT)
+    view = view_of(obj, name=name, takes=dtype)  # the one dtype this call writes there
     if view.framework == "jax":
         raise TypeError(f"{name} is a JAX array, which is immutable; leave {name}=None and use the returned array")
     if not view.writable:

@@ -51,6 +51,11 @@ CASES = [
     ("out_idx_shape", dict(output_idx=np.zeros((4, 2), np.int64)), ValueError, "output_idx"),
     ("out_idx_dtype", dict(output_idx=np.zeros((4, 3), np.int32)), TypeError, "output_idx"),
     ("out_val_dtype", dict(output_val=np.zeros((4, 3), np.float16)), TypeError, "output_val"),
+    # A dtype topk never takes names the one this call writes, not every value dtype.
+    ("out_val_float64", dict(output_val=np.zeros((4, 3), np.float64)), TypeError,
+     "output_val must have dtype float32, got float64"),
+    ("out_idx_float64", dict(output_idx=np.zeros((4, 3), np.float64), indices_type="int32"), TypeError,
+     "output_idx must have dtype int32, got float64"),
     ("out_rows_overlap", dict(output_idx=np.lib.stride_tricks.as_strided(np.zeros(20, np.int64), (4, 3), (16, 8))),
      ValueError, "overlap"),
     ("out_aliases_input", dict(output_val=X[:, :3]), ValueError, "alias"),
