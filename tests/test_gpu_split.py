@@ -177,7 +177,7 @@ def test_radix_runs_of_equal_values(dtype, tier):
 @pytest.mark.parametrize("dtype", ["bfloat16", "float32", "float16"])
 @pytest.mark.parametrize("tier", range(4))
 def test_radix_key_window_settles_or_falls_back(dtype, tier):
-    # bfloat16 and float32 rows find the top 16 bits of K in one pass over a window of 254 of
+    # bfloat16 and float32 rows find the top 16 bits of K in one pass over a window of 253 of
     # them, up from the prefilter's bound (the prefiltered tiers) or down from the row's largest
     # key, when K lies in it (normal rows); otherwise they run the passes from the top. Rows
     # ascending over 60 octaves put K far from both (k = 2048: the bound, about CTA 14's smallest
@@ -196,13 +196,13 @@ def test_radix_key_window_settles_or_falls_back(dtype, tier):
 
 def _window_edge_rows(dtype: str, width: int, k: int, seed: int) -> np.ndarray:
     """Two rows whose k-th largest has top 16 bits (bfloat16's bits) 1.0's, shared by 60 columns,
-    and whose largest element's lie 253 (row 0: K in the window's lowest key) and 254 (row 1:
-    just below the window) above them; the k - 2 between them and the rest below at random
-    columns. float32's low 16 bits are random."""
+    and whose largest element's lie 252 (row 0: K in the lowest of the window's 253 keys) and
+    253 (row 1: just below the window) above them; the k - 2 between them and the rest below at
+    random columns. float32's low 16 bits are random."""
     rng = np.random.default_rng(seed)
     one = 0x3F80  # 1.0 in bfloat16
     rows = np.empty((2, width), np.uint32)
-    for r, reach in enumerate((253, 254)):
+    for r, reach in enumerate((252, 253)):
         high = rng.integers(0x3000, one, width, dtype=np.uint32)  # below 1.0
         cols = rng.permutation(width)
         high[cols[0]] = one + reach
