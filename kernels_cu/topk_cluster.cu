@@ -60,6 +60,12 @@ struct Shared {
 constexpr u32 TIE_BITS = 20, TIE_MASK = (1u << TIE_BITS) - 1;
 static_assert(KMAX <= (1u << (32 - TIE_BITS)) && NT * V * DS_VEC <= TIE_MASK, "counts fit their fields");
 
+// A count of vector slots as a type (stage_winners' template argument).
+template <int N>
+struct Slots {
+    static constexpr int value = N;
+};
+
 __device__ __forceinline__ bool bit(u64 mask, int i) { return (mask >> i) & 1; }
 // The valid bits of this thread's vector u.
 __device__ __forceinline__ u32 vec_bits(u64 valid, int u) { return (u32)(valid >> (u * DS_VEC)) & ((1u << DS_VEC) - 1); }
@@ -427,81 +433,95 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS, 1) DS_ENTRY(const Param
     if (!settled && !windowed) d = radix_digits(DS_ELEM_BITS - 8, k, 0, sh.sel, hist, fill);
     const u32 prefix = (u32)d.prefix, mask = (u32)d.mask;
 
-    // 3. Per vector slot, the elements above K and those equal to K, packed as
-    // above << TIE_BITS | ties, and their ranks in column order; then the cluster's counts.
-    u32 nans = 0, counts[V] = {}, ranks[V];
-#pragma unroll SLOT_UNROLL
-    for (int u = 0; u < slots; ++u) {
-        if (!vec_bits(valid, u)) continue;
-        const Vec v = slot(u);
+    // Steps 3 and 4 with S vector slots a thread in registers: all V, or for the prefiltered
+    // tiers one where the compaction left at most one a thread (normal rows). Over V slots
+    // those tiers' loops are not unrolled (SLOT_UNROLL), and counts[] and ranks[] live in
+    // local memory. Returns this CTA's winners.
+    const bool by_value = p.flags & DS_F_SORTED;
+    const auto stage_winners = [&](auto slot_count) {
+        constexpr int S = decltype(slot_count)::value;
+        constexpr int UNROLL = S < V ? S : SLOT_UNROLL;
+        // 3. Per vector slot, the elements above K and those equal to K, packed as
+        // above << TIE_BITS | ties, and their ranks in column order; then the cluster's counts.
+        u32 nans = 0, counts[S] = {}, ranks[S];
+#pragma unroll UNROLL
+        for (int u = 0; u < S; ++u) {
+            if (u >= slots) break;
+            if (!vec_bits(valid, u)) continue;
+            const Vec v = slot(u);
 #pragma unroll
-        for (int e = 0; e < DS_VEC; ++e) {
-            if (!bit(valid, u * DS_VEC + e)) continue;
-            const u32 key = elem_key(v, e);
-            counts[u] += (u32)((key & mask) > prefix) << TIE_BITS | (u32)((key & mask) == prefix);
-            nans += key == DS_KEY_NAN;
+            for (int e = 0; e < DS_VEC; ++e) {
+                if (!bit(valid, u * DS_VEC + e)) continue;
+                const u32 key = elem_key(v, e);
+                counts[u] += (u32)((key & mask) > prefix) << TIE_BITS | (u32)((key & mask) == prefix);
+                nans += key == DS_KEY_NAN;
+            }
         }
-    }
-    nans = __reduce_add_sync(DS_FULL_MASK, nans);
-    if (lane == 0 && nans) atomicAdd(&sh.nans, nans);
-    const u32 cta = slot_ranks<NT, V>(counts, ranks, sh.warp_totals);  // its barriers settle the adds
-    // Pushed to every CTA, as the histograms are (block/cluster_histogram.cuh).
-    push_to_cluster(sh.cluster_counts, &sh.counts_arrived, make_uint4(cta >> TIE_BITS, cta & TIE_MASK, sh.nans, 0), split, rank);
-    if (warp == 0) {
-        mbar_wait(&sh.counts_arrived, 0);
-        __syncwarp();  // this CTA's own counts, stored by lane `rank`
-        u32 a = 0, t = 0, q = 0;
-        if (lane < split) {
-            const uint4 c = sh.cluster_counts[lane];
-            a = c.x;
-            t = c.y;
-            q = c.z;
+        nans = __reduce_add_sync(DS_FULL_MASK, nans);
+        if (lane == 0 && nans) atomicAdd(&sh.nans, nans);
+        const u32 cta = slot_ranks<NT, S>(counts, ranks, sh.warp_totals);  // its barriers settle the adds
+        // Pushed to every CTA, as the histograms are (block/cluster_histogram.cuh).
+        push_to_cluster(sh.cluster_counts, &sh.counts_arrived, make_uint4(cta >> TIE_BITS, cta & TIE_MASK, sh.nans, 0), split, rank);
+        if (warp == 0) {
+            mbar_wait(&sh.counts_arrived, 0);
+            __syncwarp();  // this CTA's own counts, stored by lane `rank`
+            u32 a = 0, t = 0, q = 0;
+            if (lane < split) {
+                const uint4 c = sh.cluster_counts[lane];
+                a = c.x;
+                t = c.y;
+                q = c.z;
+            }
+            const u32 ties_needed = m - __reduce_add_sync(DS_FULL_MASK, a);
+            const u32 ties_before = warp_inclusive_sum(t) - t;
+            const u32 take = ties_before >= ties_needed ? 0 : min(t, ties_needed - ties_before);
+            const u32 wins = a + take;
+            const u32 start = warp_inclusive_sum(wins) - wins;
+            if (lane == rank) {
+                sh.take = take;
+                sh.start = start;
+            }
+            const bool any_nan = __any_sync(DS_FULL_MASK, q != 0);
+            if (lane == 0) sh.has_nan = any_nan;
         }
-        const u32 ties_needed = m - __reduce_add_sync(DS_FULL_MASK, a);
-        const u32 ties_before = warp_inclusive_sum(t) - t;
-        const u32 take = ties_before >= ties_needed ? 0 : min(t, ties_needed - ties_before);
-        const u32 wins = a + take;
-        const u32 start = warp_inclusive_sum(wins) - wins;
-        if (lane == rank) {
-            sh.take = take;
-            sh.start = start;
-        }
-        const bool any_nan = __any_sync(DS_FULL_MASK, q != 0);
-        if (lane == 0) sh.has_nan = any_nan;
-    }
-    __syncthreads();
+        __syncthreads();
 
-    // 4. Winners by column order: the CTA's start, then the elements above K before this one
-    // and the ties before it, at most `take` of them.
-    const u32 take = sh.take;
-    const u32 cta_wins = (cta >> TIE_BITS) + min(cta & TIE_MASK, take);
+        // 4. Winners by column order: the CTA's start, then the elements above K before this one
+        // and the ties before it, at most `take` of them.
+        const u32 take = sh.take;
+        const u32 start = sh.start;
+        // The winners go to shared memory first: CTA 0's, to be sorted by value, or this CTA's own
+        // from its first slot on. One store a winner keeps this unrolled loop small; writing the
+        // outputs from it made the 64-element tier's code outgrow the instruction cache.
+        const u32 dst = by_value ? cluster_map(gathered, 0) : cluster_map(gathered, rank) - start * (u32)sizeof(u64);
+#pragma unroll UNROLL
+        for (int u = 0; u < S; ++u) {
+            if (u >= slots) break;
+            u32 a = start + (ranks[u] >> TIE_BITS), t = ranks[u] & TIE_MASK;
+            // A slot with no element above K and none of the ties taken writes nothing: with heavy
+            // ties at K (all equal, mostly -inf) that is every slot but the first ties' (1 x 1M
+            // bf16 all equal, k = 2048: this step was 15,600 of 100,800 cycles, H200).
+            if (!(counts[u] >> TIE_BITS) && (!(counts[u] & TIE_MASK) || t >= take)) continue;
+            const Vec v = slot(u);
+            const u32 col = slot_vec(u) * DS_VEC - mis;
+#pragma unroll
+            for (int e = 0; e < DS_VEC; ++e) {
+                if (!bit(valid, u * DS_VEC + e)) continue;
+                const u32 key = elem_key(v, e);
+                const bool is_above = (key & mask) > prefix, is_tie = (key & mask) == prefix;
+                if (is_above || (is_tie && t < take))
+                    cluster_store_u64(dst + (a + min(t, take)) * (u32)sizeof(u64), make_comp(key, col + e));
+                a += is_above;
+                t += is_tie;
+            }
+        }
+        return (cta >> TIE_BITS) + min(cta & TIE_MASK, take);
+    };
+    u32 cta_wins;
+    if constexpr (PREFILTERED) cta_wins = rounds <= 1 ? stage_winners(Slots<1>{}) : stage_winners(Slots<V>{});
+    else cta_wins = stage_winners(Slots<V>{});
     const bool has_nan = sh.has_nan;
     const u32 start = sh.start;
-    // The winners go to shared memory first: CTA 0's, to be sorted by value, or this CTA's own
-    // from its first slot on. One store a winner keeps this unrolled loop small; writing the
-    // outputs from it made the 64-element tier's code outgrow the instruction cache.
-    const bool by_value = p.flags & DS_F_SORTED;
-    const u32 dst = by_value ? cluster_map(gathered, 0) : cluster_map(gathered, rank) - start * (u32)sizeof(u64);
-#pragma unroll SLOT_UNROLL
-    for (int u = 0; u < slots; ++u) {
-        u32 a = start + (ranks[u] >> TIE_BITS), t = ranks[u] & TIE_MASK;
-        // A slot with no element above K and none of the ties taken writes nothing: with heavy
-        // ties at K (all equal, mostly -inf) that is every slot but the first ties' (1 x 1M
-        // bf16 all equal, k = 2048: this step was 15,600 of 100,800 cycles, H200).
-        if (!(counts[u] >> TIE_BITS) && (!(counts[u] & TIE_MASK) || t >= take)) continue;
-        const Vec v = slot(u);
-        const u32 col = slot_vec(u) * DS_VEC - mis;
-#pragma unroll
-        for (int e = 0; e < DS_VEC; ++e) {
-            if (!bit(valid, u * DS_VEC + e)) continue;
-            const u32 key = elem_key(v, e);
-            const bool is_above = (key & mask) > prefix, is_tie = (key & mask) == prefix;
-            if (is_above || (is_tie && t < take))
-                cluster_store_u64(dst + (a + min(t, take)) * (u32)sizeof(u64), make_comp(key, col + e));
-            a += is_above;
-            t += is_tie;
-        }
-    }
     if (by_value) {
         cluster_sync();  // the winners have reached CTA 0
         if (rank == 0) sort_and_write<NT, KMAX>(p, gathered, m, k, row, xrow, has_nan);

@@ -73,11 +73,11 @@ EDITS = {
          "        DS_MARK(14);\n        u32* h = hist.begin(sh.sel);\n        u32 below = 0, neg_inf = 0;\n"),
         ("    const u32 prefix = (u32)d.prefix, mask = (u32)d.mask;\n",
          "    const u32 prefix = (u32)d.prefix, mask = (u32)d.mask;\n    DS_MARK(3);\n"),
-        ("    if (warp == 0) {\n        mbar_wait(&sh.counts_arrived, 0);\n",
-         "    DS_MARK(10);\n    if (warp == 0) mbar_wait(&sh.counts_arrived, 0);\n    DS_MARK(4);\n"
-         "    if (warp == 0) {\n        mbar_wait(&sh.counts_arrived, 0);\n"),
-        ("        if (lane == 0) sh.has_nan = any_nan;\n    }\n    __syncthreads();\n",
-         "        if (lane == 0) sh.has_nan = any_nan;\n    }\n    __syncthreads();\n    DS_MARK(5);\n"),
+        ("        if (warp == 0) {\n            mbar_wait(&sh.counts_arrived, 0);\n",
+         "        DS_MARK(10);\n        if (warp == 0) mbar_wait(&sh.counts_arrived, 0);\n        DS_MARK(4);\n"
+         "        if (warp == 0) {\n            mbar_wait(&sh.counts_arrived, 0);\n"),
+        ("            if (lane == 0) sh.has_nan = any_nan;\n        }\n        __syncthreads();\n",
+         "            if (lane == 0) sh.has_nan = any_nan;\n        }\n        __syncthreads();\n        DS_MARK(5);\n"),
         ("    if (by_value) {\n", "    DS_MARK(6);\n    if (by_value) {\n"),
         ("p.nan_flags[row] = 1;\n}", "p.nan_flags[row] = 1;\n    DS_MARK(8);\n}"),
     ],
