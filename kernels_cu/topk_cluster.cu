@@ -17,8 +17,9 @@
 //      top 16 bits, which the digits from the top take two passes for; -inf (masked rows) has
 //      a bin of its own below it.
 //   3. The row's winners are the keys above K and, among those equal to K, the lowest columns.
-//      Every CTA publishes how many it has of each; from them every CTA knows how many ties it
-//      takes and where its winners start in the row's output (CTA rank is column order).
+//      Every pass's copies tell every CTA how many of each every CTA has, so each knows how
+//      many ties it takes and where its winners start in the row's output (CTA rank is column
+//      order) without another exchange.
 //   4. sorted=False: every CTA stages its winners in its shared memory and writes them, in
 //      ascending column order. Otherwise they go to CTA 0's shared memory, which sorts and
 //      writes the row.
@@ -41,19 +42,16 @@ struct Shared {
     ClusterHistograms hist;
     SelectScratch sel;  // the digit each pass picks (its histogram is unused: the cluster's are in hist)
     u32 warp_totals[NT / 32];
-    u32 warp_tops[NT / 32];  // each warp's largest key (tiers without the prefilter)
-    u32 nans;          // this CTA's NaN
+    u32 warp_tops[NT / 32];  // each warp's largest key (the tiers without the prefilter)
     alignas(16) u32 prefilter_hist[3][256];  // the prefilter's select in the CTA (OneBarrierHistogram)
-    // Every CTA's prefilter bounds t_c (.x) and m_c (.y), or in the tiers without the prefilter
-    // its largest key (.x), pushed by it.
+    // Every CTA's largest key (.z), and its prefilter bounds t_c (.x) and m_c (.y) where it runs,
+    // pushed by it: the one exchange before the digit passes.
     uint4 bounds[MAX_CLUSTER];
-    uint4 cluster_counts[MAX_CLUSTER];  // every CTA's elements above K, equal to K, NaN, pushed by it
-    u64 bounds_arrived, counts_arrived; // mbarriers of the pushed bounds and counts
+    u64 bounds_arrived;  // the mbarrier of the pushed bounds
     u32 least_max;     // the least of this CTA's threads' maxima (m_c)
+    u32 cta_max;       // the largest of them (the prefiltered tiers)
     u32 t0;            // the prefilter's bound, from every CTA's bounds
-    u32 top;           // the row's largest key (tiers without the prefilter)
-    u32 take, start;   // ties this CTA takes; the row's output slot of its first winner
-    u32 has_nan;
+    u32 top;           // the row's largest key, from every CTA's
 };
 // Step 3's packing of a count of elements above K (fewer than k <= KMAX in a CTA) over one of
 // ties (at most 1024 x 64 elements).
@@ -129,22 +127,32 @@ __device__ __forceinline__ void push_to_cluster(uint4* slots, u64* arrived, uint
     }
 }
 
-// The row's largest key (NaN's when it has one), for every thread: each warp's (stored before a
-// barrier, at warp_tops), each CTA's, pushed to every CTA.
-__device__ __forceinline__ u32 row_top(u32 split, u32 rank, Shared& sh) {
-    u32 mine = 0;
-    if (threadIdx.x < split)
+// This CTA's largest key, in threads 0 .. split - 1 (after a barrier that follows the warps'):
+// the prefiltered tiers' atomic maximum, the others' largest of the warps'.
+__device__ __forceinline__ u32 cta_top(const Shared& sh) {
+    if (PREFILTERED) return sh.cta_max;
+    u32 top = 0;
 #pragma unroll 8
-        for (u32 w = 0; w < NT / 32; ++w) mine = max(mine, sh.warp_tops[w]);
-    push_to_cluster(sh.bounds, &sh.bounds_arrived, make_uint4(mine, 0, 0, 0), split, rank);
+    for (u32 w = 0; w < NT / 32; ++w) top = max(top, sh.warp_tops[w]);
+    return top;
+}
+
+// Warp 0, after the wait for every CTA's bounds: the row's largest key (NaN's when it has one)
+// to sh.top.
+__device__ __forceinline__ void store_row_top(u32 split, Shared& sh) {
+    const u32 top = __reduce_max_sync(DS_FULL_MASK, threadIdx.x < split ? sh.bounds[threadIdx.x].z : 0);
+    if (threadIdx.x == 0) sh.top = top;
+}
+
+// The row's largest key to sh.top, for every thread: each CTA's pushed to every CTA.
+__device__ __forceinline__ void row_top(u32 split, u32 rank, Shared& sh) {
+    push_to_cluster(sh.bounds, &sh.bounds_arrived, make_uint4(0, 0, threadIdx.x < split ? cta_top(sh) : 0, 0), split, rank);
     if (threadIdx.x < 32) {
         mbar_wait(&sh.bounds_arrived, 0);
         __syncwarp();  // this CTA's own, stored by lane `rank`
-        const u32 top = __reduce_max_sync(DS_FULL_MASK, threadIdx.x < split ? sh.bounds[threadIdx.x].x : 0);
-        if (threadIdx.x == 0) sh.top = top;
+        store_row_top(split, sh);
     }
     __syncthreads();
-    return sh.top;
 }
 
 // Clears from `valid` the vectors whose elements are all below T0, a key at or below the row's
@@ -162,14 +170,9 @@ __device__ __forceinline__ u32 row_top(u32 split, u32 rank, Shared& sh) {
 // the cluster's summed histograms took two exchanges, ~4,600 cycles each (1 x 1M bf16, H200).
 // The select that follows sees every element at or above T0, so it finds the same K; whole
 // vectors are cleared, and the elements below T0 left in a kept vector are selected over like
-// any other.
-__device__ __forceinline__ u32 prefilter(const Vec (&x)[V], u64& valid, u32 k, u32 split, u32 rank, Shared& sh) {
-    u32 word = DS_NEG_INF_WORD;
-#pragma unroll
-    for (int u = 0; u < V; ++u) word = max2_nan(word, vec_max(x[u]));
-    Vec top;
-    top.v = make_uint4(word, word, word, word);
-    const u32 top_key = vec_top_key(top);
+// any other. top_key: the key of this thread's largest element.
+__device__ __forceinline__ u32 prefilter(const Vec (&x)[V], u64& valid, u32 top_key, u32 k, u32 split, u32 rank,
+                                         Shared& sh) {
     const u32 least = __reduce_min_sync(DS_FULL_MASK, top_key);
     if ((threadIdx.x & 31) == 0) atomicMin(&sh.least_max, least);  // the select's barriers order it
     const u32 kc = (k + split - 1) / split;
@@ -177,7 +180,8 @@ __device__ __forceinline__ u32 prefilter(const Vec (&x)[V], u64& valid, u32 k, u
     const u32 mine = (u32)radix_digits(DS_ELEM_BITS - 8, kc, kc / 4, sh.sel, local, [&](u32* h, int shift, const Digits& d) {
         warp_hist_add(h, (top_key >> shift) & 255, (top_key & (u32)d.mask) == (u32)d.prefix);
     }).prefix;
-    push_to_cluster(sh.bounds, &sh.bounds_arrived, make_uint4(mine, sh.least_max, 0, 0), split, rank);
+    push_to_cluster(sh.bounds, &sh.bounds_arrived, make_uint4(mine, sh.least_max, threadIdx.x < split ? cta_top(sh) : 0, 0),
+                    split, rank);
     if (threadIdx.x < 32) {
         mbar_wait(&sh.bounds_arrived, 0);
         __syncwarp();  // this CTA's own bounds, stored by lane `rank`
@@ -191,6 +195,7 @@ __device__ __forceinline__ u32 prefilter(const Vec (&x)[V], u64& valid, u32 k, u
         }
         const u32 best = __reduce_max_sync(DS_FULL_MASK, c < split && known >= k ? t : 0);
         if (lane == 0) sh.t0 = best;
+        store_row_top(split, sh);
     }
     __syncthreads();
     const u32 t0 = sh.t0;
@@ -284,12 +289,9 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS, 1) DS_ENTRY(const Param
     const u32 split = (u32)p.split;
     const i64 row = blockIdx.x / split;
     const u32 rank = blockIdx.x % split;
-    // The mbarriers of the pushes, before the cluster barrier whose wait (after the load) lets
-    // the pushes begin: then every CTA has started and initialised them.
-    if (threadIdx.x == 0) {
-        mbar_init(&sh.bounds_arrived, 1);
-        mbar_init(&sh.counts_arrived, 1);
-    }
+    // The mbarrier of the pushes, before the cluster barrier whose wait (after the load) lets
+    // the pushes begin: then every CTA has started and initialised it.
+    if (threadIdx.x == 0) mbar_init(&sh.bounds_arrived, 1);
     ClusterHistogram<NT>::init(sh.hist);
     cluster_arrive_relaxed();
     const u32 k = (u32)p.k;
@@ -335,33 +337,56 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS, 1) DS_ENTRY(const Param
 #pragma unroll
         for (int u = 0; u < V; ++u) to_keys(x[u]);
     if (threadIdx.x == 0) {
-        sh.nans = 0;
         sh.least_max = ~0u;
+        sh.cta_max = 0;
     }
     if (PREFILTERED) OneBarrierHistogram<NT>::init(sh.prefilter_hist);
-    // The window pass's start: the warps' largest keys (the slots without an element hold -inf,
-    // at or below every element).
-    constexpr bool FROM_TOP = KEY_WINDOW && !PREFILTERED;
-    if (FROM_TOP) {
-        u32 top = 0;
+    // This thread's largest key (the slots without an element hold -inf, at or below every
+    // element) and its warp's, at warp_tops: the window pass's start and, as the row's largest,
+    // whether the row holds NaN. The prefiltered tiers make theirs from the raw values after the
+    // entry barrier, which then overlaps their loads, into sh.cta_max.
+    const auto warp_top = [&](u32 top) {
+        top = __reduce_max_sync(DS_FULL_MASK, top);
+        if (lane == 0) {
+            if (PREFILTERED) atomicMax(&sh.cta_max, top);
+            else sh.warp_tops[warp] = top;
+        }
+    };
+    u32 top = 0;
+    if (!PREFILTERED) {
 #pragma unroll
         for (int u = 0; u < V; ++u)
 #pragma unroll
             for (int e = 0; e < DS_VEC; ++e) top = max(top, elem_key(x[u], e));
-        top = __reduce_max_sync(DS_FULL_MASK, top);
-        if (lane == 0) sh.warp_tops[warp] = top;
+        warp_top(top);
     }
     __syncthreads();
     cluster_wait();  // every CTA of the cluster has started: stores to its shared memory may begin
 
-    // 2. The digits of K (none when the row has at most k elements: all are taken).
-    ClusterHistogram<NT> hist{sh.hist, split, rank};
+    // 2. The digits of K (none when the row has at most k elements: all are taken). First the
+    // row's largest key, sh.top, from the one exchange before them: the prefilter's, or the
+    // CTAs' largest keys.
     u32 rounds = V;  // slots holding candidates (the prefiltered tiers' compact)
     u32 t0 = 0;      // the prefilter's bound (0: none)
     if (PREFILTERED) {
-        t0 = n > k && split * NT >= k ? prefilter(x, valid, k, split, rank, sh) : 0;
+        u32 word = DS_NEG_INF_WORD;
+#pragma unroll
+        for (int u = 0; u < V; ++u) word = max2_nan(word, vec_max(x[u]));
+        Vec w;
+        w.v = make_uint4(word, word, word, word);
+        top = vec_top_key(w);
+        warp_top(top);
+        if (n > k && split * NT >= k) {
+            t0 = prefilter(x, valid, top, k, split, rank, sh);
+        } else {
+            __syncthreads();
+            row_top(split, rank, sh);
+        }
         rounds = compact(x, valid, t0, candidate_keys, cols, sh.warp_totals, cta_v, first, last);
+    } else {
+        row_top(split, rank, sh);
     }
+    ClusterHistogram<NT> hist{sh.hist, split, rank};
     // Slot u: its elements (keys but for the float32 four-vector tier), and its vector of the row.
     // The prefiltered tiers read theirs from shared memory: held in registers through the
     // passes, they spilled.
@@ -399,6 +424,7 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS, 1) DS_ENTRY(const Param
             if (!PREFILTERED && high < (u32)dd.prefix) valid &= ~((u64)1 << i);
         });
     };
+    constexpr bool FROM_TOP = KEY_WINDOW && !PREFILTERED;
     bool windowed = false;
     if (KEY_WINDOW && !settled && (FROM_TOP || t0)) {
         // Keys as w = key >> WINDOW_SHIFT: bins 2 .. WINDOW + 1 count w = lo .. lo + WINDOW - 1,
@@ -407,8 +433,8 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS, 1) DS_ENTRY(const Param
         // row's largest key. Where the k-th largest lands in the window the pass has found w of
         // K; in bin 0, K itself (-inf: masked rows, mostly -inf, found no slower than by the
         // passes from the top, which it would add to).
-        const u32 top = FROM_TOP ? row_top(split, rank, sh) >> WINDOW_SHIFT : 0;
-        const u32 lo = FROM_TOP ? (top >= WINDOW - 1 ? top - (WINDOW - 1) : 0) : t0 >> WINDOW_SHIFT;
+        const u32 top_w = FROM_TOP ? sh.top >> WINDOW_SHIFT : 0;  // the row's largest w
+        const u32 lo = FROM_TOP ? (top_w >= WINDOW - 1 ? top_w - (WINDOW - 1) : 0) : t0 >> WINDOW_SHIFT;
         const u32 neg_inf_key = key_of((bits_t)DS_NEG_INF_WORD);
         u32* h = hist.begin(sh.sel);
         u32 below = 0, neg_inf = 0;
@@ -430,20 +456,30 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS, 1) DS_ENTRY(const Param
         else if (windowed) d = Digits{(u64)(lo + got.digit - 2) << WINDOW_SHIFT, WINDOW_MASK, k - got.above, got.bucket};
         if (windowed && got.digit && WINDOW_SHIFT > 0 && !d.within(0)) refine_digits(d, WINDOW_SHIFT - 8, 0, 0, sh.sel, hist, fill);
     }
-    if (!settled && !windowed) d = radix_digits(DS_ELEM_BITS - 8, k, 0, sh.sel, hist, fill);
+    if (!settled && !windowed) {
+        hist.restart();  // a window pass that K fell outside is no part of this select
+        d = radix_digits(DS_ELEM_BITS - 8, k, 0, sh.sel, hist, fill);
+    }
     const u32 prefix = (u32)d.prefix, mask = (u32)d.mask;
+    if (!settled && hist.counting()) hist.place(sh.sel, d.remaining);
+    const bool by_value = p.flags & DS_F_SORTED;
+    // Unsorted, the CTAs meet once more before they exit: then none has a copy to another in
+    // flight (the exchanges of counts once did that). Sorted, they meet at CTA 0's gather.
+    if (!by_value) cluster_arrive_relaxed();
 
+    // The row's output slot of this CTA's first winner: a row of at most k elements takes every
+    // element, those of the CTAs before this one first.
+    const auto cta_start = [&] { return settled ? min(last, max(first, cta_v * DS_VEC)) - first : hist.start(); };
     // Steps 3 and 4 with S vector slots a thread in registers: all V, or for the prefiltered
     // tiers one where the compaction left at most one a thread (normal rows). Over V slots
     // those tiers' loops are not unrolled (SLOT_UNROLL), and counts[] and ranks[] live in
     // local memory. Returns this CTA's winners.
-    const bool by_value = p.flags & DS_F_SORTED;
     const auto stage_winners = [&](auto slot_count) {
         constexpr int S = decltype(slot_count)::value;
         constexpr int UNROLL = S < V ? S : SLOT_UNROLL;
         // 3. Per vector slot, the elements above K and those equal to K, packed as
-        // above << TIE_BITS | ties, and their ranks in column order; then the cluster's counts.
-        u32 nans = 0, counts[S] = {}, ranks[S];
+        // above << TIE_BITS | ties, and their ranks in column order.
+        u32 counts[S] = {}, ranks[S];
 #pragma unroll UNROLL
         for (int u = 0; u < S; ++u) {
             if (u >= slots) break;
@@ -454,42 +490,14 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS, 1) DS_ENTRY(const Param
                 if (!bit(valid, u * DS_VEC + e)) continue;
                 const u32 key = elem_key(v, e);
                 counts[u] += (u32)((key & mask) > prefix) << TIE_BITS | (u32)((key & mask) == prefix);
-                nans += key == DS_KEY_NAN;
             }
         }
-        nans = __reduce_add_sync(DS_FULL_MASK, nans);
-        if (lane == 0 && nans) atomicAdd(&sh.nans, nans);
-        const u32 cta = slot_ranks<NT, S>(counts, ranks, sh.warp_totals);  // its barriers settle the adds
-        // Pushed to every CTA, as the histograms are (block/cluster_histogram.cuh).
-        push_to_cluster(sh.cluster_counts, &sh.counts_arrived, make_uint4(cta >> TIE_BITS, cta & TIE_MASK, sh.nans, 0), split, rank);
-        if (warp == 0) {
-            mbar_wait(&sh.counts_arrived, 0);
-            __syncwarp();  // this CTA's own counts, stored by lane `rank`
-            u32 a = 0, t = 0, q = 0;
-            if (lane < split) {
-                const uint4 c = sh.cluster_counts[lane];
-                a = c.x;
-                t = c.y;
-                q = c.z;
-            }
-            const u32 ties_needed = m - __reduce_add_sync(DS_FULL_MASK, a);
-            const u32 ties_before = warp_inclusive_sum(t) - t;
-            const u32 take = ties_before >= ties_needed ? 0 : min(t, ties_needed - ties_before);
-            const u32 wins = a + take;
-            const u32 start = warp_inclusive_sum(wins) - wins;
-            if (lane == rank) {
-                sh.take = take;
-                sh.start = start;
-            }
-            const bool any_nan = __any_sync(DS_FULL_MASK, q != 0);
-            if (lane == 0) sh.has_nan = any_nan;
-        }
-        __syncthreads();
+        const u32 cta = slot_ranks<NT, S>(counts, ranks, sh.warp_totals);  // its barriers publish place()'s results
 
         // 4. Winners by column order: the CTA's start, then the elements above K before this one
-        // and the ties before it, at most `take` of them.
-        const u32 take = sh.take;
-        const u32 start = sh.start;
+        // and the ties before it, at most `take` of them (a row of at most k elements: all).
+        const u32 take = settled ? cta & TIE_MASK : hist.take();
+        const u32 start = cta_start();
         // The winners go to shared memory first: CTA 0's, to be sorted by value, or this CTA's own
         // from its first slot on. One store a winner keeps this unrolled loop small; writing the
         // outputs from it made the 64-element tier's code outgrow the instruction cache.
@@ -520,8 +528,8 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS, 1) DS_ENTRY(const Param
     u32 cta_wins;
     if constexpr (PREFILTERED) cta_wins = rounds <= 1 ? stage_winners(Slots<1>{}) : stage_winners(Slots<V>{});
     else cta_wins = stage_winners(Slots<V>{});
-    const bool has_nan = sh.has_nan;
-    const u32 start = sh.start;
+    const u32 start = cta_start();
+    const bool has_nan = sh.top == DS_KEY_NAN;  // the row's largest key
     if (by_value) {
         cluster_sync();  // the winners have reached CTA 0
         if (rank == 0) sort_and_write<NT, KMAX>(p, gathered, m, k, row, xrow, has_nan);
@@ -535,4 +543,5 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS, 1) DS_ENTRY(const Param
     for (u32 i = (out.sentinel ? 0 : m) + rank * NT + threadIdx.x; i < k; i += split * NT)
         write_slot(p, out, i, false, 0, 0);
     if (has_nan && p.nan_flags && rank == 0 && threadIdx.x == 0) p.nan_flags[row] = 1;
+    cluster_wait();
 }

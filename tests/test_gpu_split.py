@@ -264,6 +264,30 @@ def test_radix_prefilter_bound_from_the_top_ctas(dtype, tier):
     assert (16, _radix_tier(dtype, tier)[1]) in _radix_plans()
 
 
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32", "float16"])
+@pytest.mark.parametrize("tier", range(4))
+def test_radix_nan_flag_in_every_tier(dtype, tier):
+    # Every CTA learns whether the row holds NaN from the CTAs' largest keys, pushed with the
+    # prefilter's bounds or on their own (rows of at most k elements, which run no pass; the
+    # tiers without the prefilter). NaN only in the last CTA's slice (row 0), -NaN at column 0
+    # (row 1), none (row 2); then the rows cut to k - 5 elements by `end` (row 0's NaN past
+    # it). The sentinel needs the row's NaN in every CTA.
+    width = _radix_width(dtype, tier) - 3
+    x = distributions.make("normal", 3, width, dtype, seed=tier)
+    x[0, width - 2] = np.nan
+    x[1, 0] = -x.dtype.type(np.nan)
+    with backend.forced_split(16, SPLIT_RADIX):
+        for k in (100, 2048):
+            for end in (None, np.full(3, k - 5, np.int32)):
+                for sort in (False, True):
+                    check(x, k, end=end, nan_policy="sentinel", sorted=sort, indices_type="int32")
+                check(x, k, end=end, nan_policy="propagate", sorted=True)
+        with pytest.raises(NaNInputError) as info:
+            deepselect_rt.topk(to_device(x), 100)
+        assert info.value.rows == [0, 1]
+    assert (16, _radix_tier(dtype, tier)[1]) in _radix_plans()
+
+
 def test_radix_plans_of_several_shared_memory_sizes():
     # One radix variant serves every k, and with sorted=True its gather buffer grows with k past
     # the 48 KiB a kernel gets without opting in (k = 4096: 70 KiB). A smaller plan prepared

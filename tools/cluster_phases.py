@@ -63,8 +63,8 @@ EDITS = {
         ("    u64* gathered = reinterpret_cast<u64*>(smem_raw + GATHER_OFFSET);\n",
          "    u64* gathered = reinterpret_cast<u64*>(smem_raw + GATHER_OFFSET);\n    DS_MARK(0);\n"),
         ("    __syncthreads();\n    cluster_wait();", "    __syncthreads();\n    DS_MARK(2);\n    cluster_wait();"),
-        ("    Vec top;\n    top.v = make_uint4(word, word, word, word);\n",
-         "    DS_MARK(13);\n    Vec top;\n    top.v = make_uint4(word, word, word, word);\n"),
+        ("    const u32 least = __reduce_min_sync(DS_FULL_MASK, top_key);\n",
+         "    DS_MARK(13);\n    const u32 least = __reduce_min_sync(DS_FULL_MASK, top_key);\n"),
         ("    const u32 t0 = sh.t0;\n", "    const u32 t0 = sh.t0;\n    DS_MARK(11);\n"),
         ("        rounds = compact(x, valid, t0, candidate_keys, cols, sh.warp_totals, cta_v, first, last);\n",
          "        rounds = compact(x, valid, t0, candidate_keys, cols, sh.warp_totals, cta_v, first, last);\n"
@@ -73,13 +73,10 @@ EDITS = {
          "        DS_MARK(14);\n        u32* h = hist.begin(sh.sel);\n        u32 below = 0, neg_inf = 0;\n"),
         ("    const u32 prefix = (u32)d.prefix, mask = (u32)d.mask;\n",
          "    const u32 prefix = (u32)d.prefix, mask = (u32)d.mask;\n    DS_MARK(3);\n"),
-        ("        if (warp == 0) {\n            mbar_wait(&sh.counts_arrived, 0);\n",
-         "        DS_MARK(10);\n        if (warp == 0) mbar_wait(&sh.counts_arrived, 0);\n        DS_MARK(4);\n"
-         "        if (warp == 0) {\n            mbar_wait(&sh.counts_arrived, 0);\n"),
-        ("            if (lane == 0) sh.has_nan = any_nan;\n        }\n        __syncthreads();\n",
-         "            if (lane == 0) sh.has_nan = any_nan;\n        }\n        __syncthreads();\n        DS_MARK(5);\n"),
+        ("        const u32 cta = slot_ranks<NT, S>(counts, ranks, sh.warp_totals);",
+         "        const u32 cta = slot_ranks<NT, S>(counts, ranks, sh.warp_totals);\n        DS_MARK(10);\n"),
         ("    if (by_value) {\n", "    DS_MARK(6);\n    if (by_value) {\n"),
-        ("p.nan_flags[row] = 1;\n}", "p.nan_flags[row] = 1;\n    DS_MARK(8);\n}"),
+        ("p.nan_flags[row] = 1;\n    cluster_wait();\n}", "p.nan_flags[row] = 1;\n    cluster_wait();\n    DS_MARK(8);\n}"),
     ],
     "kernels_cu/block/cluster_histogram.cuh": [
         ("#pragma once\n", "#pragma once\n#ifndef DS_MARK\n#define DS_MARK(i)\n#endif\n"),
@@ -181,8 +178,7 @@ def step_cycles(dtype, rows, width, k, fn):
     for p in passes:
         order += [(f"pass {p + 1} fill", 16 + 4 * p), (f"pass {p + 1} push", 17 + 4 * p),
                   (f"pass {p + 1} wait", 18 + 4 * p), (f"pass {p + 1} pick", 19 + 4 * p)]
-    order += [("counts, ranks", 10), ("counts wait", 4), ("take, start", 5), ("winners to shared", 6),
-              ("output", 8)]
+    order += [("counts, ranks", 10), ("winners to shared", 6), ("output", 8)]
     out, prev = {}, 0
     for name, slot in order:
         delta = marks[:, :, slot] - marks[:, :, prev]

@@ -17,9 +17,11 @@ constexpr u32 HIST_WORDS = 256 + 16;
 // Shared memory of the merge. Pass p fills fill[p & 1] (bins, then the sums warp 0 adds),
 // copies it into every CTA's inbox[p & 1] and counts the arrivals on arrived[p & 1].
 struct ClusterHistograms {
-    u32 fill[2][HIST_WORDS];
-    u32 inbox[2][MAX_CLUSTER][HIST_WORDS];
+    alignas(16) u32 fill[2][HIST_WORDS];
+    alignas(16) u32 inbox[2][MAX_CLUSTER][HIST_WORDS];
     u64 arrived[2];  // mbarriers: one arrival (this CTA's) and every CTA's copied bytes
+    u32 above[MAX_CLUSTER];  // every CTA's elements above the buckets of the select's passes
+    u32 take, start; // place(): this CTA's ties at K taken, the output slot of its first winner
 };
 constexpr u32 HIST_BYTES = HIST_WORDS * (u32)sizeof(u32);
 static_assert(HIST_BYTES % 16 == 0, "bulk copies move multiples of 16 bytes");
@@ -37,6 +39,25 @@ __device__ __forceinline__ u32 first_reaching(u32 n, u32 base, u32 remaining, u3
     return at;
 }
 
+// For lanes 0..15: the elements of CTA `lane` (of `size`) in the bins above `digit` of a pass's
+// copies. Lanes 0..15 add the sums of the groups above digit's, lanes 16..31 the bins above it
+// within its group, of CTA lane - 16; four 16-byte loads a lane.
+__device__ __forceinline__ u32 above_digit(const u32 (*inbox)[HIST_WORDS], u32 digit, u32 size) {
+    const u32 lane = threadIdx.x & 31, c = lane & 15, group = digit >> 4;
+    const u32 from = lane < 16 ? group + 1 : (digit & 15) + 1;
+    const uint4* w = reinterpret_cast<const uint4*>(inbox[c] + (lane < 16 ? 256 : 16 * group));
+    u32 n = 0;
+    // One load at a time: it runs while the CTA holds its row in registers.
+    if (c < size)
+#pragma unroll 1
+        for (u32 i = 0; i < 4; ++i) {
+            const uint4 q = w[i];
+            n += (4 * i >= from ? q.x : 0) + (4 * i + 1 >= from ? q.y : 0) + (4 * i + 2 >= from ? q.z : 0) +
+                 (4 * i + 3 >= from ? q.w : 0);
+        }
+    return n + __shfl_xor_sync(DS_FULL_MASK, n, 16);
+}
+
 template <int NT>
 struct ClusterHistogram {
     ClusterHistograms& sh;
@@ -52,10 +73,45 @@ struct ClusterHistogram {
             mbar_init_fence();
         }
         for (u32 i = threadIdx.x; i < 256; i += NT) sh.fill[0][i] = 0;  // the later passes' are zeroed by pick
+        if (threadIdx.x < MAX_CLUSTER) sh.above[threadIdx.x] = 0;
+    }
+
+    // The warp that counts every CTA's elements above each pass's digit, after the pick, into
+    // sh.above (the last warp: in the compacting tiers it holds no candidates).
+    __device__ static __forceinline__ bool counting() { return threadIdx.x >= NT - 32; }
+
+    // place()'s take and start (after a barrier that follows it).
+    __device__ __forceinline__ u32 take() const { return sh.take; }
+    __device__ __forceinline__ u32 start() const { return sh.start; }
+
+    // A new select over the same histograms: place() counts from its first pass on (every
+    // thread; the counting warp's pick before is done).
+    __device__ __forceinline__ void restart() {
+        if (counting() && (threadIdx.x & 31) < MAX_CLUSTER) sh.above[threadIdx.x & 31] = 0;
     }
 
     // The fill histogram, zeroed (pass 0's by init, later ones by the pick before).
     __device__ __forceinline__ u32* begin(SelectScratch&) { return sh.fill[passes & 1]; }
+
+    // The counting warp, after the select's last pass left `remaining` of the k largest in its
+    // bucket (the ties at K): from every CTA's elements above K (sh.above) and at K (the last
+    // pass's copies), each CTA's ties taken in CTA (column) order and where its winners start in
+    // the row's output. Stores this CTA's take and start (read them after a barrier). Every CTA
+    // places the same way.
+    __device__ __forceinline__ void place(SelectScratch& s, u32 remaining) {
+        const u32 lane = threadIdx.x & 31;
+        const u32 (*inbox)[HIST_WORDS] = sh.inbox[(passes - 1) & 1];
+        const u32 a = lane < size ? sh.above[lane] : 0;
+        const u32 t = lane < size ? inbox[lane][s.digit] : 0;
+        const u32 ties_before = warp_inclusive_sum(t) - t;
+        const u32 take = ties_before >= remaining ? 0 : min(t, remaining - ties_before);
+        const u32 wins = lane < size ? a + take : 0;
+        const u32 start = warp_inclusive_sum(wins) - wins;
+        if (lane == rank) {
+            sh.take = take;
+            sh.start = start;
+        }
+    }
 
     // Every CTA copies pass p's bins and sums to every CTA; warp 0 waits for all of them on
     // arrived[p & 1], whose phase p / 2 they complete. A CTA copies pass p only after it has
@@ -115,6 +171,12 @@ struct ClusterHistogram {
         }
         ++passes;
         __syncthreads();
+        // The pass's elements above its digit, of every CTA. Its copies stay until those of the
+        // pass after next, which every CTA sends only after this one's next.
+        if (counting()) {
+            const u32 a = above_digit(inbox, s.digit, size);
+            if (lane < MAX_CLUSTER) sh.above[lane] += a;
+        }
         return {s.digit, s.above, s.bucket};
     }
 };
