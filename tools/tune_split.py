@@ -1,6 +1,7 @@
 """Split-row crossover (issue 5): GPU time under CUDA-graph replay with a cold L2 of each shape
 through the streaming kernel at split_factor's split (1 = one CTA per row) and through the
-cluster radix select at every split it fits; then the issue's goal shapes with the automatic
+cluster radix select at every split it fits (one CTA a row in any number of waves, clusters within
+one wave); then the issue's goal shapes with the automatic
 rule, each way, and torch.topk. GPU only; prints tables, writes JSON to the path given (default
 split.json). ``--goals``: the goal table only."""
 
@@ -72,13 +73,14 @@ def fmt(t):
 
 out = {"sm_count": sms, "grid": [], "goals": []}
 if not ARGS.goals:
-    table = Table("dtype", "rows", "width", "k", "stream", *[f"radix {s}" for s in SPLITS[1:]],
+    table = Table("dtype", "rows", "width", "k", "stream", *[f"radix {s}" for s in SPLITS],
                   "best", "rule", title=f"split crossover, us, graph replay, cold L2 ({torch.cuda.get_device_name()})")
     for dtype, rows, width, k in GRID:
         stream_split = split_factor(rows, width, k, sms)
         times = {f"stream {stream_split}": timed(dtype, rows, width, k, stream_split)}
-        for s in SPLITS[1:]:
-            fits = rows * s <= sms and radix_tier(dtype, row_vectors(dtype, width), s)
+        for s in SPLITS:
+            # One CTA a row in as many waves as it takes; clusters within one wave.
+            fits = (s == 1 or rows * s <= sms) and radix_tier(dtype, row_vectors(dtype, width), s)
             times[f"radix {s}"] = timed(dtype, rows, width, k, s, SPLIT_RADIX) if fits else None
         best = min((t, name) for name, t in times.items() if t is not None)[1]
         how, split = rule(dtype, rows, width, k)

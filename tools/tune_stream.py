@@ -1,7 +1,7 @@
 """Times the streaming kernel under several (threads, vectors a thread per block, CTAs per SM,
 ring stages) choices, to pick the variants' tuning (deepselect_rt/cuda/variants.py): every k
 bucket and the few-rows tuning take each choice in turn. CUDA events, cold L2, int32 indices, no
-values. GPU only; prints a table."""
+values. GPU only; prints a table. ``--shapes`` times other shapes than SHAPES."""
 
 import argparse
 
@@ -24,10 +24,22 @@ def config(text: str) -> tuple[int, int, int, int]:
     return tuple(int(p) for p in parts)
 
 
+def shape(text: str) -> tuple[str, int, int, int]:
+    parts = text.split(":")
+    if len(parts) != 4 or parts[0] not in ("bfloat16", "float16", "float32") or not all(
+            p.isdigit() and int(p) > 0 for p in parts[1:]):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected dtype:rows:width:k (e.g. bfloat16:512:65536:512)")
+    return (parts[0], *(int(p) for p in parts[1:]))
+
+
 parser = gpu_tool.parser(__doc__)
+parser.add_argument("--shapes", nargs="+", type=shape, metavar="dtype:rows:width:k",
+                    help="shapes to time instead of SHAPES")
 parser.add_argument("configs", nargs="*", type=config, metavar="threads,loads,ctas,stages",
                     help=f"choices to time (default: {' '.join(','.join(map(str, c)) for c in DEFAULT)})")
-CONFIGS = gpu_tool.start("tools/tune_stream.py", parser).configs or DEFAULT
+ARGS = gpu_tool.start("tools/tune_stream.py", parser)
+CONFIGS = ARGS.configs or DEFAULT
+SHAPES = ARGS.shapes or SHAPES
 import torch  # noqa: E402
 
 flush = torch.empty(bench.FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
