@@ -99,6 +99,7 @@ __device__ __forceinline__ u32 vec_top_key(const Vec& v) {
 // Tiers of at most two vectors a thread turn their elements into keys once, after the load
 // (two at a time for the 16-bit dtypes), the prefiltered ones when they compact (the prefilter
 // reads raw values). The float32 four-vector tier recomputes them (held as keys, they spill).
+// (deepselect_rt/cuda/plan.py's RADIX_KEYED_VECTORS.)
 constexpr bool KEYS_AT_LOAD = V <= 2;
 // The loops over slots after the compaction run over `rounds` slots, not unrolled: unrolled over
 // all 8 x 8 elements of the 1M-element tier, the kernel's code outgrew the instruction cache

@@ -137,11 +137,12 @@ def test_real_fixtures(how, fixtures_dir):
 @pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
 @pytest.mark.parametrize("tier", range(4))
 def test_radix_rows_filling_each_tier(dtype, tier):
-    # The widest row each tier holds at split 2 and 3 (a CTA's last vector in use), with the
-    # rows off the 16-byte boundary (a column of offset, begin) so both end vectors are partial.
+    # The widest row each tier holds at one CTA a row, split 2 and 3 (a CTA's last vector in
+    # use), with the rows off the 16-byte boundary (a column of offset, begin) so both end
+    # vectors are partial.
     threads, vectors = _radix_tier(dtype, tier)
     vec = 16 // ITEMSIZE[dtype]
-    for split in (2, 3):
+    for split in (1, 2, 3):
         width = (threads * vectors * split - 1) * vec
         assert radix_tier(dtype, row_vectors(dtype, width, begin=True), split) == (threads, vectors)
         assert radix_tier(dtype, row_vectors(dtype, width + vec, begin=True), split) != (threads, vectors)
@@ -152,6 +153,24 @@ def test_radix_rows_filling_each_tier(dtype, tier):
             check(x, 2048, begin=begin, indices_type="int32")
             check(x, 100, sorted=True)
         assert (split, vectors) in _radix_plans()
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32", "float16"])
+@pytest.mark.parametrize("k", [1, 100, 512, 1024, 2048, 4096])
+def test_radix_one_cta_a_row(dtype, k):
+    # A cluster of one: the prefilter's bound from this CTA's maxima alone (none where k passes
+    # the CTA's threads), no copies to other CTAs. Rows of every tier; NaN and ties in some.
+    threads, vectors = _radix_tier(dtype, 3)
+    vec = 16 // ITEMSIZE[dtype]
+    for width in (3000 * vec + 5, threads * vectors * vec):
+        x = distributions.make("normal", 5, width, dtype, seed=k + width)
+        x[1, width // 3] = np.nan
+        x[2, :] = 0.5
+        x[3, ::7] = np.inf
+        with backend.forced_split(1, SPLIT_RADIX):
+            check(x, k, indices_type="int32", return_value=False, nan_policy="sentinel")
+            check(x, k, sorted=True, nan_policy="propagate")
+        assert (1, radix_tier(dtype, row_vectors(dtype, width), 1)[1]) in _radix_plans()
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
@@ -318,7 +337,7 @@ def test_radix_handles_ties_across_ctas():
 def test_automatic_rule_around_its_switch_points():
     torch_cuda()
     sms = module.device_info(0).sm_count
-    for rows in (1, sms // 16, sms // 16 + 1, sms // 2, sms // 2 + 1, sms - 1, sms):
+    for rows in (1, sms // 16, sms // 16 + 1, sms // 2, sms // 2 + 1, sms - 1, sms, sms + 1):
         for width in (32767, 32768, 131072):
             for k in (512, 2048):
                 x = distributions.make("normal", max(rows, 1), width, "bfloat16", seed=rows + width)
@@ -327,4 +346,6 @@ def test_automatic_rule_around_its_switch_points():
     assert split_factor(sms, 131072, 512, sms) == 1
     if _has_clusters():
         assert radix_split(1, row_vectors("bfloat16", 131072), 512, "bfloat16", sms) > 1
-        assert radix_split(sms // 2 + 1, row_vectors("bfloat16", 131072), 512, "bfloat16", sms) == 1
+        assert radix_split(sms // 2 + 1, row_vectors("bfloat16", 131072), 512, "bfloat16", sms) == 0
+        assert radix_split(sms, row_vectors("bfloat16", 32768), 512, "bfloat16", sms) == 1  # one CTA a row
+        assert radix_split(sms + 1, row_vectors("bfloat16", 32768), 512, "bfloat16", sms) == 0

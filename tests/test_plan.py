@@ -102,9 +102,12 @@ def test_default_variants_per_arch():
 def test_radix_split_fits_the_sms_and_a_tier(rows, width, k, sms, dtype):
     span = P.row_vectors(dtype, width, begin=True)
     s = P.radix_split(rows, span, k, dtype, sms)
-    if s == 1:
+    if s == 0:
         return
-    assert k <= STREAM_KMAX[-1] and s & (s - 1) == 0 and 2 <= s <= P.MAX_SPLIT
+    assert k <= STREAM_KMAX[-1] and s & (s - 1) == 0 and 1 <= s <= P.MAX_SPLIT
+    if s == 1:  # one CTA a row, one wave
+        assert rows <= sms and P.one_cta_radix(dtype, span, k) and P.radix_tier(dtype, span, 1) is not None
+        return
     assert span >= 2 * RADIX_TIERS[dtype][0][0]
     threads, vectors = P.radix_tier(dtype, span, s)
     assert threads * vectors * s >= span
@@ -141,21 +144,32 @@ def test_radix_split_for_the_decode_shapes_of_issue_5():
     assert P.radix_tier("bfloat16", bf(131072), 2) == (1024, 8)
     assert P.radix_split(64, bf(65536), 512, "bfloat16", 132) == 2
     assert P.radix_split(66, bf(131072), 2048, "bfloat16", 132) == 2
+    # Past those, one CTA a row while rows <= SMs, where one_cta_radix says it wins.
     assert P.radix_split(67, bf(16384), 512, "bfloat16", 132) == 1
-    assert P.radix_split(64, bf(1 << 18), 512, "bfloat16", 132) == 1  # no tier holds half a row
+    assert P.radix_split(132, bf(16384), 4096, "bfloat16", 132) == 1
+    assert P.radix_split(133, bf(16384), 512, "bfloat16", 132) == 0  # two waves
+    assert P.radix_split(100, bf(8192), 2048, "bfloat16", 132) == 1
+    assert P.radix_split(100, bf(65536), 512, "bfloat16", 132) == 1
+    assert P.radix_split(100, bf(65536), 1024, "bfloat16", 132) == 0  # the prefilter bounds little
+    assert P.radix_split(100, P.row_vectors("float32", 8192), 2048, "float32", 132) == 1
+    assert P.radix_split(100, P.row_vectors("float32", 16384), 512, "float32", 132) == 0  # level
+    assert P.radix_split(100, P.row_vectors("float32", 32768), 256, "float32", 132) == 1
+    assert P.radix_split(100, P.row_vectors("float32", 32768), 512, "float32", 132) == 0
+    assert P.radix_split(100, bf(4096), 512, "bfloat16", 132) == 0  # narrower than a CTA: unmeasured
+    assert P.radix_split(64, bf(1 << 18), 512, "bfloat16", 132) == 0  # no tier holds half a row
     assert P.radix_split(64, P.row_vectors("float32", 65536), 512, "float32", 132) == 2
     assert P.radix_split(1, bf(32768), 512, "bfloat16", 132) == 16
     assert P.radix_split(1, bf(1 << 20), 2048, "bfloat16", 132) == 16
     assert P.radix_split(1, bf(1 << 20), 512, "bfloat16", 132) == 16
     # Rows only the largest tier holds: 16 CTAs a row while rows x 16 <= SMs, past half the SMs.
     assert P.radix_split(8, bf(1 << 20), 2048, "bfloat16", 132) == 16
-    assert P.radix_split(9, bf(1 << 20), 2048, "bfloat16", 132) == 1
+    assert P.radix_split(9, bf(1 << 20), 2048, "bfloat16", 132) == 0
     assert P.radix_split(8, P.row_vectors("float32", 1 << 19), 512, "float32", 132) == 16
-    assert P.radix_split(8, bf(1 << 19), 512, "bfloat16", 132) == 1  # 16 CTAs of 4 vectors: unmeasured
+    assert P.radix_split(8, bf(1 << 19), 512, "bfloat16", 132) == 0  # 16 CTAs of 4 vectors: unmeasured
     assert P.radix_tier("bfloat16", bf(1 << 20), 16) == (1024, 8)
     assert P.radix_split(1, P.row_vectors("float32", 129280), 512, "float32", 132) == 16
-    assert P.radix_split(1, bf(2047 * 8), 512, "bfloat16", 132) == 1
-    assert P.radix_split(1, bf(1 << 20), 4097, "bfloat16", 132) == 1
+    assert P.radix_split(1, bf(2047 * 8), 512, "bfloat16", 132) == 1  # one CTA: no cluster of 1024 x 1
+    assert P.radix_split(1, bf(1 << 20), 4097, "bfloat16", 132) == 0
 
 
 def test_make_plan_radix_and_its_fallbacks():

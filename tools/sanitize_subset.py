@@ -35,13 +35,14 @@ for dt in () if ONLY else (torch.float32, torch.float16, torch.bfloat16):
 for how in () if ARGS.batch else ("radix",) if ARGS.radix else ("radix", "cluster", "workspace"):
     # float32 too for the radix select: its tiers of one and two vectors a thread hold keys.
     for dt in (torch.bfloat16, torch.float32) if how == "radix" else (torch.bfloat16,):
-        for split in (3, 16):
+        # One CTA a row (the radix select's cluster of one) only where the row fits one CTA.
+        for split, width in ((1, 30001), (3, 70001), (16, 70001)):
             with backend.forced_split(split, how):
                 # Row 2 is -inf but for 1,000 columns: at k = 2048 its K is -inf.
-                x = torch.randn(3, 70001, device="cuda").to(dt)
+                x = torch.randn(3, width, device="cuda").to(dt)
                 x[1, 5] = float("nan")
                 x[2, 1000:] = float("-inf")
-                end = torch.tensor([70001, 900, 70001], dtype=torch.int32, device="cuda")
+                end = torch.tensor([width, 900, width], dtype=torch.int32, device="cuda")
                 for k in (7, 2048):
                     deepselect_rt.topk(x[:, 1:], k, end=end, sorted=True, nan_policy="propagate")
                     deepselect_rt.topk(x[:, 1:], k, end=end, nan_policy="sentinel")

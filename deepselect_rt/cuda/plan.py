@@ -34,6 +34,9 @@ _RADIX_SCRATCH_BYTES = 41984
 # Elements a thread from which topk_cluster.cu prefilters and compacts its candidates through
 # shared memory (its PREFILTER_ELEMS).
 RADIX_COMPACT_ELEMS = 32
+# Vectors a thread up to which topk_cluster.cu turns a CTA's elements into keys once, at the load
+# (its KEYS_AT_LOAD).
+RADIX_KEYED_VECTORS = 2
 
 # The most CTAs a row is split over: the largest (non-portable) cluster of the H100/H200.
 MAX_SPLIT = 16
@@ -132,8 +135,8 @@ def radix_tier(dtype: str, vectors: int, split: int) -> tuple[int, int] | None:
 
 
 def radix_split(rows: int, vectors: int, k: int, dtype: str, sm_count: int) -> int:
-    """Cluster size of the cluster radix select for rows spanning ``vectors`` 16-byte vectors,
-    or 1 where it does not serve. The H200 crossover (docs/benchmarks.md, tools/tune_split.py):
+    """CTAs a row of the cluster radix select for rows spanning ``vectors`` 16-byte vectors, or
+    0 where it does not serve. The H200 crossover (docs/benchmarks.md, tools/tune_split.py):
     the largest power of two <= MAX_SPLIT keeping rows x split within half the SMs (more
     clusters than that did not run at once: 8 x 16 CTAs took twice 4 x 16's time), for rows of
     at least two of the smallest tier's CTAs (narrower ones are unmeasured) that a tier below
@@ -141,21 +144,41 @@ def radix_split(rows: int, vectors: int, k: int, dtype: str, sm_count: int) -> i
     LARGEST_TIER_SPLIT CTAs while rows x LARGEST_TIER_SPLIT <= sm_count; past those, clusters of
     two while rows x 2 <= sm_count (one wave): 32-66 rows of 16K-128K bf16 took 10-43 us against
     the streaming kernel's 20-45 (graph replay; 64 x 128K: 20.9 against 35.2 at k = 512, level
-    at k = 2048). k beyond the streaming kernel takes the any-k kernel."""
-    if k > STREAM_KMAX[-1] or vectors < 2 * RADIX_TIERS[dtype][0][0]:
-        return 1
-    largest = RADIX_TIERS[dtype][-1]
-    most = min(MAX_SPLIT, sm_count // 2 // rows)
-    if most >= 2:
-        split = _floor_pow2(most)
-        tier = radix_tier(dtype, vectors, split)
-        if tier is not None and tier != largest:
-            return split
-    if rows * LARGEST_TIER_SPLIT <= sm_count and radix_tier(dtype, vectors, LARGEST_TIER_SPLIT) == largest:
-        return LARGEST_TIER_SPLIT
-    if rows * 2 <= sm_count and radix_tier(dtype, vectors, 2) is not None:
-        return 2
-    return 1
+    at k = 2048); past those, one CTA a row (``one_cta_radix``) while rows <= sm_count. k beyond
+    the streaming kernel takes the any-k kernel."""
+    if k > STREAM_KMAX[-1] or vectors < RADIX_TIERS[dtype][0][0]:
+        return 0
+    if vectors >= 2 * RADIX_TIERS[dtype][0][0]:
+        largest = RADIX_TIERS[dtype][-1]
+        most = min(MAX_SPLIT, sm_count // 2 // rows)
+        if most >= 2:
+            split = _floor_pow2(most)
+            tier = radix_tier(dtype, vectors, split)
+            if tier is not None and tier != largest:
+                return split
+        if rows * LARGEST_TIER_SPLIT <= sm_count and radix_tier(dtype, vectors, LARGEST_TIER_SPLIT) == largest:
+            return LARGEST_TIER_SPLIT
+        if rows * 2 <= sm_count and radix_tier(dtype, vectors, 2) is not None:
+            return 2
+    return 1 if rows <= sm_count and one_cta_radix(dtype, vectors, k) else 0
+
+
+def one_cta_radix(dtype: str, vectors: int, k: int) -> bool:
+    """Whether one CTA of the radix select (a cluster of one, one wave of rows) beats the
+    streaming kernel for a row spanning ``vectors`` 16-byte vectors: where a tier of at most
+    RADIX_KEYED_VECTORS vectors a thread holds it, at every k; where a prefiltered tier holds
+    it, while k <= threads / 2 (the prefilter's select over the threads' maxima bounds little
+    past that). On the H200, 100 and 132 rows (graph replay): bf16 8K-16K at k = 256-4096
+    8-19 us against the streaming kernel's 14-34, 32K-64K at k <= 512 12-22 against 17-30, but
+    at k = 1024 29-42 against 21-34; float32 8K 12-17 against 13-24, 32K (512 threads) at k = 256
+    15-18 against 21-26, at 512 28-32 against 22-25; the float32 four-vector tier (16K) level."""
+    tier = radix_tier(dtype, vectors, 1)
+    if tier is None:
+        return False
+    threads, per_thread = tier
+    if per_thread <= RADIX_KEYED_VECTORS:
+        return True
+    return per_thread * (16 // ITEMSIZE[dtype]) >= RADIX_COMPACT_ELEMS and 2 * k <= threads
 
 
 def choose_split(rows: int, width: int, vectors: int, k: int, dtype: str, limits: DeviceLimits) -> tuple[int, str]:
@@ -164,7 +187,7 @@ def choose_split(rows: int, width: int, vectors: int, k: int, dtype: str, limits
     (""). ``vectors``: ``row_vectors`` of the rows."""
     if limits.clusters:
         split = radix_split(rows, vectors, k, dtype, limits.sm_count)
-        if split > 1:
+        if split:
             return split, SPLIT_RADIX
     return split_factor(rows, width, k, limits.sm_count), ""
 
