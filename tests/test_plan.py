@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from deepselect_rt import resources
 from deepselect_rt.cuda import plan as P
 from deepselect_rt.cuda.variants import (RADIX_TIERS, SPLIT_CLUSTER, SPLIT_RADIX, SPLIT_WORKSPACE, STREAM_KMAX,
-                                         default_variants, merge_variant)
+                                         default_variants, merge_variant, stream_bucket, stream_variant)
 from deepselect_rt.dtypes import ITEMSIZE
 
 H200 = P.DeviceLimits(sm_count=132, max_smem_per_block=227 * 1024, clusters=True)
@@ -199,3 +199,27 @@ def test_radix_constants_match_the_kernel():
     source = (resources.cuda_source_dir() / "topk_cluster.cu").read_text()
     assert f"constexpr int PREFILTER_ELEMS = {P.RADIX_COMPACT_ELEMS};" in source
     assert f"static_assert(COLS_OFFSET <= {P._RADIX_SCRATCH_BYTES}," in source
+
+
+def test_few_rows_tuning_where_it_takes_no_more_waves():
+    # H200: the bucket's tuning holds 4 CTAs an SM up to k = 1024, 3 at 2048, 2 at 4096; the
+    # few-rows tuning (512 threads) 2, and 1 at k = 4096 (the whole-block room).
+    batch = lambda k: P.stream_ctas_per_sm(stream_variant("bfloat16", stream_bucket(k)), H200)  # noqa: E731
+    few = lambda k: P.stream_ctas_per_sm(stream_variant("bfloat16", stream_bucket(k), True), H200)  # noqa: E731
+    assert [batch(k) for k in (256, 512, 1024, 2048, 4096)] == [4, 4, 4, 3, 2]
+    assert [few(k) for k in (256, 512, 1024, 2048, 4096)] == [2, 2, 2, 2, 1]
+    rows = lambda k: [r for r in (1, 131, 132, 133, 264, 265, 396, 397, 528, 529, 4096)  # noqa: E731
+                      if P.few_rows(r, "bfloat16", k, H200)]
+    assert rows(512) == [1, 131, 132, 133, 264]  # one wave of each
+    assert rows(2048) == [1, 131, 132, 133, 264, 397, 528]  # and two of each
+    assert rows(4096) == [1, 131, 132]
+    assert not P.few_rows(1, "bfloat16", 4097, H200)  # the any-k kernel
+    # Without the SM's shared memory for the register budget's CTAs, fewer count.
+    assert P.stream_ctas_per_sm(stream_variant("float32", 2048), A100) == 2
+
+
+def test_one_cta_rows_take_the_bounded_room_but_split_rows_the_whole_block():
+    for few in (False, True):
+        assert dict(stream_variant("bfloat16", 2048, few).extra).get("DS_BOUNDED_ROOM") == 1
+    assert "DS_BOUNDED_ROOM" not in dict(stream_variant("bfloat16", 4096, True).extra)
+    assert "DS_BOUNDED_ROOM" not in dict(stream_variant("bfloat16", 512, split=SPLIT_CLUSTER).extra)

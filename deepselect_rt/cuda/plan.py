@@ -1,8 +1,8 @@
 """Which kernels, how many CTAs per row and how much shared memory serve a top-k (the dispatch
 rule of the CUDA backend).
 
-A plan depends only on (dtype, k, whether the batch has fewer rows than SMs, the split factor,
-the radix tier, device limits), so the backend caches it. A batch of few rows may split each row
+A plan depends only on (dtype, k, whether the batch takes the few-rows tuning (``few_rows``), the
+split factor, the radix tier, device limits), so the backend caches it. A batch of few rows may split each row
 over ``split`` CTAs: where the GPU has clusters (sm_90+) and the row fits the registers of a
 cluster, a cluster radix select (``radix_split``); else the streaming kernel's slices
 (``split_factor``) meet in a thread-block cluster per row, or (before sm_90) in a workspace read
@@ -12,6 +12,7 @@ by a merge launch.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from ..dtypes import ITEMSIZE
 from .variants import (RADIX_TIERS, SPLIT_CLUSTER, SPLIT_RADIX, SPLIT_WORKSPACE, STREAM_KMAX, Variant,
@@ -86,6 +87,42 @@ def stream_smem_bytes(variant: Variant) -> int:
             else vectors * (16 // ITEMSIZE[variant.dtype]))
     return (8 * (2 * variant.kmax - _BUFFER_SHORT + room) + _STREAM_SCRATCH_BYTES
             + _QUEUE_BYTES_PER_THREAD * variant.threads + ring)
+
+
+def stream_ctas_per_sm(variant: Variant, limits: DeviceLimits) -> int:
+    """CTAs of a one-CTA-a-row streaming variant an SM holds at once: as many as its register
+    budget allows (DS_MIN_CTAS), fewer where their shared memory outgrows the SM's (taken as
+    max_smem_per_block)."""
+    smem = stream_smem_bytes(variant)
+    return max(1, min(dict(variant.extra)["DS_MIN_CTAS"], limits.max_smem_per_block // smem))
+
+
+@lru_cache(maxsize=None)
+def _wave_rows(dtype: str, kmax: int, limits: DeviceLimits) -> tuple[int, int]:
+    """Rows a wave of CTAs takes at the few-rows tuning and at the bucket's."""
+    return tuple(stream_ctas_per_sm(stream_variant(dtype, kmax, few), limits) * limits.sm_count
+                 for few in (True, False))
+
+
+def forget_tuning() -> None:
+    """For tuning: drops what few_rows remembered of the variants' tunings."""
+    _wave_rows.cache_clear()
+
+
+def few_rows(rows: int, dtype: str, k: int, limits: DeviceLimits) -> bool:
+    """Whether a batch of ``rows`` rows at one CTA a row takes the few-rows tuning
+    (variants.FEW_ROWS_TUNING, 512 threads) rather than its k bucket's (STREAM_TUNING, 256):
+    where that runs in no more waves of CTAs (``stream_ctas_per_sm`` of each), its CTAs read a
+    row faster. H200, bf16 at k = 2048 (CUDA events, cold L2, us; the bucket's 3 CTAs an SM
+    against 2 of 512 threads): 256 x 128K 57.1 against 64.7, 512 x 128K 98.4 against 119.8,
+    256 x 64K 40.8 against 46.2, float32 512 x 129280 123.8 against 157.9; 384 x 128K 83.0
+    against 79.8 (two waves against one); 768-2048 rows level. k = 1024, 256 x 128K: 52.2
+    against 57.6; 512 x 128K 92.4 against 85.1 (two waves against one)."""
+    kmax = stream_bucket(k)
+    if kmax is None:
+        return False
+    few, batch = _wave_rows(dtype, kmax, limits)
+    return -(-rows // few) <= -(-rows // batch)
 
 
 def split_factor(rows: int, width: int, k: int, sm_count: int) -> int:
@@ -196,7 +233,7 @@ def make_plan(dtype: str, k: int, few_rows: bool, limits: DeviceLimits, split: i
               tier: tuple[int, int] | None = None) -> Plan:
     """The cluster radix select when ``how`` is SPLIT_RADIX and the device has clusters (its
     ``tier`` from ``radix_tier``); else the streaming kernel for the smallest k bucket holding k
-    whose buffer fits the device (tuned for few rows when the batch has fewer rows than SMs;
+    whose buffer fits the device (the few-rows tuning where ``few_rows`` says so;
     split over ``split`` CTAs per row through ``how``, by default clusters where the device has
     them), otherwise the any-k kernel (never split)."""
     if how == SPLIT_RADIX:

@@ -81,12 +81,14 @@ STREAM_KMAX = (256, 512, 1024, 2048, 4096)
 # CTA.
 STREAM_TUNING = {256: (256, 2, 4, 3), 512: (256, 2, 4, 3), 1024: (256, 2, 4, 3), 2048: (256, 2, 3, 3),
                  4096: (256, 1, 2, 2)}
-# Buckets whose batch variants bound the candidate buffer's room past the select trigger to two
-# entries a thread (kernels_cu/row/candidates.cuh, DS_BOUNDED_ROOM): the shared memory saved
-# fits more CTAs per SM. k = 4096 gains no CTA.
+# Buckets whose one-CTA-a-row variants bound the candidate buffer's room past the select trigger
+# to two entries a thread (kernels_cu/row/candidates.cuh, DS_BOUNDED_ROOM): the shared memory
+# saved fits more CTAs per SM. k = 4096 gains no CTA; the split variants keep the whole block.
 BOUNDED_ROOM_KMAX = (256, 512, 1024, 2048)
-# Fewer rows than SMs: one CTA's own bandwidth bounds the time, and 512 threads read a row
-# faster (1 x 128K bf16, k = 512: 72 us vs 104 us); the ring's depth changed little there.
+# Batches of few rows (deepselect_rt/cuda/plan.py few_rows: those that run in no more waves of
+# CTAs at this tuning than at their bucket's): one CTA's own bandwidth bounds the time, and 512
+# threads read a row faster (1 x 128K bf16, k = 512: 72 us vs 104 us); the ring's depth changed
+# little there. With the bounded room these fit two CTAs an SM up to k = 2048.
 FEW_ROWS_TUNING = (512, 2, 2, 2)
 LARGE_THREADS = 512
 
@@ -118,7 +120,7 @@ def stream_variant(dtype: str, kmax: int, few_rows: bool = False, split: str = "
     few_rows = few_rows or bool(split)
     threads, loads, min_ctas, stages = FEW_ROWS_TUNING if few_rows else STREAM_TUNING[kmax]
     extra = (("DS_LOADS", loads), ("DS_MIN_CTAS", min_ctas), ("DS_STAGES", stages))
-    if not few_rows and kmax in BOUNDED_ROOM_KMAX and loads <= 2:
+    if not split and kmax in BOUNDED_ROOM_KMAX and loads <= 2:
         extra += (("DS_BOUNDED_ROOM", 1),)
     if split:
         extra += (("DS_SPLIT", _SPLIT_CODE[split]),)

@@ -25,7 +25,7 @@ constexpr int NT = DS_THREADS;
 // at k = 2048, which held those to three and two CTAs an H200 SM; bounded, they fit four and
 // three, and 4096 x 128K bf16 ran 1.09x and 1.22x faster; float32 fits a 3-block ring at four
 // CTAs up to k = 1024 (1.05x at k = 512, 1.10x at 1024) and three at 2048. k = 4096 and the
-// few-rows variants keep the whole block (docs/benchmarks.md, sessions 12-14). The 64 entries
+// split variants keep the whole block (docs/benchmarks.md, sessions 12-14). The 64 entries
 // short of 2 x DS_KMAX let 256 threads with a 3-block ring of 2 vectors a thread fit three CTAs
 // an SM.
 constexpr bool BOUNDED_ROOM = DS_BOUNDED_ROOM;
