@@ -209,11 +209,11 @@ def test_few_rows_tuning_where_it_takes_no_more_waves():
     assert [batch(k) for k in (256, 512, 1024, 2048, 4096)] == [4, 4, 4, 3, 2]
     assert [few(k) for k in (256, 512, 1024, 2048, 4096)] == [2, 2, 2, 2, 1]
     rows = lambda k: [r for r in (1, 131, 132, 133, 264, 265, 396, 397, 528, 529, 4096)  # noqa: E731
-                      if P.few_rows(r, "bfloat16", k, H200)]
+                      if P.few_rows_tuning(r, "bfloat16", k, H200)]
     assert rows(512) == [1, 131, 132, 133, 264]  # one wave of each
     assert rows(2048) == [1, 131, 132, 133, 264, 397, 528]  # and two of each
     assert rows(4096) == [1, 131, 132]
-    assert not P.few_rows(1, "bfloat16", 4097, H200)  # the any-k kernel
+    assert not P.few_rows_tuning(1, "bfloat16", 4097, H200)  # the any-k kernel
     # Without the SM's shared memory for the register budget's CTAs, fewer count.
     assert P.stream_ctas_per_sm(stream_variant("float32", 2048), A100) == 2
 

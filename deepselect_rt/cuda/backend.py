@@ -20,7 +20,8 @@ from ..tensors import allocate, workspace
 from . import launch, module
 from .context import is_current, on_device
 from .module import check
-from .plan import DeviceLimits, Plan, choose_split, few_rows, forget_tuning, make_plan, radix_tier, row_vectors
+from .plan import (DeviceLimits, Plan, choose_split, few_rows_tuning, forget_tuning, make_plan, radix_tier,
+                   row_vectors)
 from .variants import SPLIT_CLUSTER, SPLIT_RADIX, SPLIT_WORKSPACE
 
 _STATIC_SMEM_LIMIT = 48 * 1024
@@ -201,7 +202,7 @@ def _ready_for(req: TopkRequest) -> _Ready:
     # The radix kernel's tier depends on the width; keying on the tier, not the width, keeps one
     # plan for a row that grows a column per decoding step.
     tier = radix_tier(dtype, vectors, split) if how == SPLIT_RADIX else None
-    key = (device, dtype, req.k, few_rows(rows, dtype, req.k, limits), split, how, tier)
+    key = (device, dtype, req.k, few_rows_tuning(rows, dtype, req.k, limits), split, how, tier)
     ready = _ready.get(key)
     if ready is None:
         ready = _ready[key] = _prepare(device, *key[1:])

@@ -1,12 +1,12 @@
 """Which kernels, how many CTAs per row and how much shared memory serve a top-k (the dispatch
 rule of the CUDA backend).
 
-A plan depends only on (dtype, k, whether the batch takes the few-rows tuning (``few_rows``), the
-split factor, the radix tier, device limits), so the backend caches it. A batch of few rows may split each row
-over ``split`` CTAs: where the GPU has clusters (sm_90+) and the row fits the registers of a
-cluster, a cluster radix select (``radix_split``); else the streaming kernel's slices
-(``split_factor``) meet in a thread-block cluster per row, or (before sm_90) in a workspace read
-by a merge launch.
+A plan depends only on (dtype, k, whether the batch takes the few-rows tuning
+(``few_rows_tuning``), the split factor, the radix tier, device limits), so the backend caches
+it. A batch of few rows may split each row over ``split`` CTAs: where the GPU has clusters
+(sm_90+) and the row fits the registers of a cluster (or of one CTA), a cluster radix select
+(``radix_split``); else the streaming kernel's slices (``split_factor``) meet in a thread-block
+cluster per row, or (before sm_90) in a workspace read by a merge launch.
 """
 
 from __future__ import annotations
@@ -105,11 +105,11 @@ def _wave_rows(dtype: str, kmax: int, limits: DeviceLimits) -> tuple[int, int]:
 
 
 def forget_tuning() -> None:
-    """For tuning: drops what few_rows remembered of the variants' tunings."""
+    """For tuning: drops what few_rows_tuning remembered of the variants' tunings."""
     _wave_rows.cache_clear()
 
 
-def few_rows(rows: int, dtype: str, k: int, limits: DeviceLimits) -> bool:
+def few_rows_tuning(rows: int, dtype: str, k: int, limits: DeviceLimits) -> bool:
     """Whether a batch of ``rows`` rows at one CTA a row takes the few-rows tuning
     (variants.FEW_ROWS_TUNING, 512 threads) rather than its k bucket's (STREAM_TUNING, 256):
     where that runs in no more waves of CTAs (``stream_ctas_per_sm`` of each), its CTAs read a
@@ -233,7 +233,7 @@ def make_plan(dtype: str, k: int, few_rows: bool, limits: DeviceLimits, split: i
               tier: tuple[int, int] | None = None) -> Plan:
     """The cluster radix select when ``how`` is SPLIT_RADIX and the device has clusters (its
     ``tier`` from ``radix_tier``); else the streaming kernel for the smallest k bucket holding k
-    whose buffer fits the device (the few-rows tuning where ``few_rows`` says so;
+    whose buffer fits the device (the few-rows tuning where ``few_rows_tuning`` says so;
     split over ``split`` CTAs per row through ``how``, by default clusters where the device has
     them), otherwise the any-k kernel (never split)."""
     if how == SPLIT_RADIX:

@@ -85,9 +85,9 @@ STREAM_TUNING = {256: (256, 2, 4, 3), 512: (256, 2, 4, 3), 1024: (256, 2, 4, 3),
 # to two entries a thread (kernels_cu/row/candidates.cuh, DS_BOUNDED_ROOM): the shared memory
 # saved fits more CTAs per SM. k = 4096 gains no CTA; the split variants keep the whole block.
 BOUNDED_ROOM_KMAX = (256, 512, 1024, 2048)
-# Batches of few rows (deepselect_rt/cuda/plan.py few_rows: those that run in no more waves of
-# CTAs at this tuning than at their bucket's): one CTA's own bandwidth bounds the time, and 512
-# threads read a row faster (1 x 128K bf16, k = 512: 72 us vs 104 us); the ring's depth changed
+# Batches of few rows (deepselect_rt/cuda/plan.py few_rows_tuning: those that run in no more
+# waves of CTAs at this tuning than at their bucket's): one CTA's own bandwidth bounds the time,
+# and 512 threads read a row faster (1 x 128K bf16, k = 512: 72 us vs 104 us); the ring's depth changed
 # little there. With the bounded room these fit two CTAs an SM up to k = 2048.
 FEW_ROWS_TUNING = (512, 2, 2, 2)
 LARGE_THREADS = 512
@@ -115,8 +115,8 @@ def stream_bucket(k: int) -> int | None:
 
 def stream_variant(dtype: str, kmax: int, few_rows: bool = False, split: str = "") -> Variant:
     """The one-pass streaming kernel (kernels_cu/topk_stream.cu) for k <= kmax, tuned for
-    batches of fewer rows than SMs when ``few_rows`` or ``split`` (SPLIT_CLUSTER or
-    SPLIT_WORKSPACE: each CTA streams one slice of a row)."""
+    batches of few rows (plan.py's few_rows_tuning) when ``few_rows`` or ``split``
+    (SPLIT_CLUSTER or SPLIT_WORKSPACE: each CTA streams one slice of a row)."""
     few_rows = few_rows or bool(split)
     threads, loads, min_ctas, stages = FEW_ROWS_TUNING if few_rows else STREAM_TUNING[kmax]
     extra = (("DS_LOADS", loads), ("DS_MIN_CTAS", min_ctas), ("DS_STAGES", stages))
