@@ -130,6 +130,18 @@ def test_normalise_arch_rejects(bad):
         nvrtc.normalise_arch(bad)
 
 
+def test_native_without_a_usable_driver_says_to_name_an_arch(monkeypatch):
+    from deepselect_rt.cuda import module
+    from deepselect_rt.errors import BackendUnavailableError
+
+    def no_driver():
+        raise BackendUnavailableError("CUDA is not usable: no libcuda")
+
+    monkeypatch.setattr(module, "init", no_driver)
+    with pytest.raises(BackendUnavailableError, match="no libcuda; pass an explicit arch such as sm_90a"):
+        nvrtc.normalise_arch("native")
+
+
 def test_suffixed_arch_names_the_build_that_serves_it():
     with pytest.raises(ValueError, match=r"12\.0 GPUs run the sm_120 build"):
         nvrtc.normalise_arch("sm_120a")

@@ -157,19 +157,25 @@ def device_arch(ordinal: int) -> str:
     return info.arch
 
 
+# How to compile where "native" finds no GPU to ask.
+_NAME_AN_ARCH = "pass an explicit arch such as sm_90a to compile without a GPU"
+
+
 def native_arch() -> str:
     """The arch of the current context's device, or of device 0 when no context is current.
 
     Raises BackendUnavailableError when there is no driver or no device.
     """
-    init()
+    try:
+        init()
+    except BackendUnavailableError as exc:
+        raise BackendUnavailableError(f"{str(exc).rstrip('.')}; {_NAME_AN_ARCH}") from None
     driver = _driver()
     err, dev = driver.cuCtxGetDevice()
     if int(err) == 0:
         return device_arch(int(dev))
     if device_count() == 0:
-        raise BackendUnavailableError("no CUDA device found; pass an explicit arch such as "
-                                      "sm_90a to compile without a GPU")
+        raise BackendUnavailableError(f"no CUDA device found; {_NAME_AN_ARCH}")
     return device_arch(0)
 
 
