@@ -366,18 +366,25 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def console(stderr: bool = False):
+    """A rich Console for the commands' output (and tools/'): a terminal's own width, or, piped,
+    wide tables and unwrapped lines, since a log or a test wants whole kernel names and paths, not
+    the 80-column ellipses rich gives a non-terminal, and an error on one line."""
+    from rich.console import Console
+
+    if (sys.stderr if stderr else sys.stdout).isatty():
+        return Console(stderr=stderr)
+    return Console(stderr=stderr, width=200, soft_wrap=True)
+
+
 def main(argv=None) -> int:
     """Run the command line; returns the exit code (see the module docstring)."""
-    from rich.console import Console
     from rich.markup import escape
 
     from .errors import BackendUnavailableError, CompileError
 
     args = build_parser().parse_args(argv)
-    # Piped output gets wide tables and unwrapped lines: a log or a test wants whole kernel names
-    # and paths, not the 80-column ellipses rich gives a non-terminal, and an error on one line.
-    out = Console() if sys.stdout.isatty() else Console(width=200, soft_wrap=True)
-    err = Console(stderr=True) if sys.stderr.isatty() else Console(stderr=True, width=200, soft_wrap=True)
+    out, err = console(), console(stderr=True)
 
     def show_warning(message, category, filename, lineno, file=None, line=None) -> None:
         # One line per warning, like the errors; not Python's file:line and source echo.

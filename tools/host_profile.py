@@ -17,11 +17,10 @@ ARGS = gpu_tool.start("tools/host_profile.py", parser)
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 import deepselect_rt  # noqa: E402
-from deepselect_rt import bench, fast_path, tensors  # noqa: E402
+from deepselect_rt import bench, cli, fast_path, tensors  # noqa: E402
 from deepselect_rt.cuda import backend, launch  # noqa: E402
 from deepselect_rt.cuda.context import on_device  # noqa: E402
 
@@ -80,7 +79,7 @@ for name, fn in parts.items():
     table.add_row(name, f"{bench.per_call_us(fn, CALLS):.2f}")
 # Bursts long enough to fill the launch queue: a kernel slower than the host shows here.
 table.add_row("  launch.launch, bursts of 200", f"{bench.per_call_us(parts['  launch.launch'], CALLS, 200):.2f}")
-Console().print(table)
+cli.console().print(table)
 
 prof = cProfile.Profile()
 prof.enable()

@@ -7,11 +7,10 @@ import gpu_tool
 gpu_tool.start("tools/latency_floor.py", gpu_tool.parser(__doc__))
 
 import torch  # noqa: E402
-from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 import deepselect_rt  # noqa: E402
-from deepselect_rt import bench  # noqa: E402
+from deepselect_rt import bench, cli  # noqa: E402
 from deepselect_rt.cuda import backend  # noqa: E402
 
 flush = torch.empty(bench.FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
@@ -29,4 +28,4 @@ for width in (1024, 16384):
                     sorted=by_value), flush, 30))
         peer = bench._time_graph(torch, lambda: torch.topk(x, k, dim=1, sorted=False), flush, 30)
         table.add_row(str(width), str(k), f"{times[0]:.1f}", f"{times[1]:.1f}", f"{peer:.1f}")
-Console().print(table)
+cli.console().print(table)

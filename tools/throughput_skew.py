@@ -29,11 +29,10 @@ ARGS = gpu_tool.start("tools/throughput_skew.py", parser)
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 import deepselect_rt  # noqa: E402
-from deepselect_rt import bench, distributions  # noqa: E402
+from deepselect_rt import bench, cli, distributions  # noqa: E402
 
 SHAPES = [(256, 65536), (4096, 131072), (1024, 1 << 20)]
 KS = (512, 1024, 2048)
@@ -105,7 +104,7 @@ for file, rows, dtype, ks in FIXTURES:
         base, us = timed(normal, k), timed(x, k)
         real.add_row(file, f"{rows} x {a.shape[1]}", str(k), f"{base:.1f}", f"{us:.1f} ({us / base:.2f}x)")
 
-console = Console()
+console = cli.console()
 console.print(throughput)
 console.print(skew)
 console.print(real)

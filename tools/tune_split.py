@@ -22,11 +22,10 @@ parser.add_argument("--ks", type=gpu_tool.int_list, default=[512, 2048], help="t
 ARGS = gpu_tool.start("tools/tune_split.py", parser)
 
 import torch  # noqa: E402
-from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 import deepselect_rt  # noqa: E402
-from deepselect_rt import bench  # noqa: E402
+from deepselect_rt import bench, cli  # noqa: E402
 from deepselect_rt.cuda import backend, module  # noqa: E402
 from deepselect_rt.cuda.plan import choose_split, radix_tier, row_vectors, split_factor  # noqa: E402
 from deepselect_rt.cuda.variants import SPLIT_CLUSTER, SPLIT_RADIX, SPLIT_WORKSPACE  # noqa: E402
@@ -39,7 +38,7 @@ ITERS = 30
 
 flush = torch.empty(bench.FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
 sms = module.device_info(0).sm_count
-console = Console()
+console = cli.console()
 
 
 def timed(dtype, rows, width, k, split=None, how="", sorted=False):
