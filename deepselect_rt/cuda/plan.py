@@ -141,6 +141,12 @@ def _floor_pow2(n: int) -> int:
     return 1 << (n.bit_length() - 1)
 
 
+def radix_prefiltered(dtype: str, vectors: int) -> bool:
+    """Whether topk_cluster.cu's tier of ``vectors`` 16-byte vectors a thread prefilters and
+    compacts its candidates (RADIX_COMPACT_ELEMS or more elements a thread)."""
+    return vectors * (16 // ITEMSIZE[dtype]) >= RADIX_COMPACT_ELEMS
+
+
 def radix_smem_bytes(k: int, dtype: str, tier: tuple[int, int]) -> int:
     """Shared memory of topk_cluster.cu for a RADIX_TIERS ``tier`` (threads, vectors): its
     scratch; for tiers of RADIX_COMPACT_ELEMS or more elements a thread, a 2-byte offset and a
@@ -148,7 +154,7 @@ def radix_smem_bytes(k: int, dtype: str, tier: tuple[int, int]) -> int:
     each), where CTA 0 sorts the row when sorted=True."""
     threads, vectors = tier
     gather = 8 * (1 << max(k - 1, 0).bit_length())
-    if vectors * (16 // ITEMSIZE[dtype]) < RADIX_COMPACT_ELEMS:
+    if not radix_prefiltered(dtype, vectors):
         return _RADIX_SCRATCH_BYTES + gather
     return _RADIX_SCRATCH_BYTES + 18 * threads * vectors + gather
 
@@ -186,18 +192,26 @@ def radix_split(rows: int, vectors: int, k: int, dtype: str, sm_count: int) -> i
     if k > STREAM_KMAX[-1] or vectors < RADIX_TIERS[dtype][0][0]:
         return 0
     if vectors >= 2 * RADIX_TIERS[dtype][0][0]:
-        largest = RADIX_TIERS[dtype][-1]
-        most = min(MAX_SPLIT, sm_count // 2 // rows)
-        if most >= 2:
-            split = _floor_pow2(most)
-            tier = radix_tier(dtype, vectors, split)
-            if tier is not None and tier != largest:
-                return split
-        if rows * LARGEST_TIER_SPLIT <= sm_count and radix_tier(dtype, vectors, LARGEST_TIER_SPLIT) == largest:
-            return LARGEST_TIER_SPLIT
-        if rows * 2 <= sm_count and radix_tier(dtype, vectors, 2) is not None:
-            return 2
+        split = _cluster_split(rows, vectors, dtype, sm_count)
+        if split:
+            return split
     return 1 if rows <= sm_count and one_cta_radix(dtype, vectors, k) else 0
+
+
+def _cluster_split(rows: int, vectors: int, dtype: str, sm_count: int) -> int:
+    """radix_split's clusters of 2-16 CTAs (its docstring's rules), or 0."""
+    largest = RADIX_TIERS[dtype][-1]
+    most = min(MAX_SPLIT, sm_count // 2 // rows)
+    if most >= 2:
+        split = _floor_pow2(most)
+        tier = radix_tier(dtype, vectors, split)
+        if tier is not None and tier != largest:
+            return split
+    if rows * LARGEST_TIER_SPLIT <= sm_count and radix_tier(dtype, vectors, LARGEST_TIER_SPLIT) == largest:
+        return LARGEST_TIER_SPLIT
+    if rows * 2 <= sm_count and radix_tier(dtype, vectors, 2) is not None:
+        return 2
+    return 0
 
 
 def one_cta_radix(dtype: str, vectors: int, k: int) -> bool:
@@ -215,7 +229,7 @@ def one_cta_radix(dtype: str, vectors: int, k: int) -> bool:
     threads, per_thread = tier
     if per_thread <= RADIX_KEYED_VECTORS:
         return True
-    return per_thread * (16 // ITEMSIZE[dtype]) >= RADIX_COMPACT_ELEMS and 2 * k <= threads
+    return radix_prefiltered(dtype, per_thread) and 2 * k <= threads
 
 
 def choose_split(rows: int, width: int, vectors: int, k: int, dtype: str, limits: DeviceLimits) -> tuple[int, str]:
