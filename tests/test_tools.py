@@ -17,7 +17,7 @@ TOOLS = Path(__file__).resolve().parents[1] / "tools"
 SCRIPTS = sorted(p.name for p in TOOLS.glob("*.py") if p.name != "gpu_tool.py")
 # Tools that time or launch kernels (tools/gpu_tool.py, or their own check for ab_shapes).
 GPU_TOOLS = ["ab_shapes.py", "cluster_phases.py", "host_profile.py", "latency_floor.py", "sanitize_subset.py",
-             "throughput_skew.py", "tune_split.py", "tune_stream.py"]
+             "slice_load.py", "throughput_skew.py", "tune_split.py", "tune_stream.py"]
 
 
 def run(*args: str) -> subprocess.CompletedProcess:
