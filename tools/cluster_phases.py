@@ -38,6 +38,8 @@ parser.add_argument("--dist", default="normal",
 parser.add_argument("--warm", action="store_true",
                     help="no L2 flush before each call: the row and the kernel's code may be in L2")
 parser.add_argument("--json", type=Path, help="write the results here")
+parser.add_argument("--replays", type=int, default=50,
+                    help="graph replays a median of the first table (default 50; each time is two medians' difference)")
 args = parser.parse_args()
 if args.warm and (args.dists or not args.phases):
     parser.error("--warm reports clock64 cycles only (its graph times undercount): use it with --phases, without --dists")
@@ -205,7 +207,7 @@ for dtype, rows, width, k in SHAPES:
     # With --warm the graph of the 16-byte flush alone is bound by the graph launch, which the
     # call's graph overlaps: their difference undercounts the call (1 x 128K: 4.5 us against
     # ~9 us of clock64 marks, H200), so only the marks are reported.
-    us = None if args.warm else bench._time_graph(torch, fn, flush, 50)
+    us = None if args.warm else bench._time_graph(torch, fn, flush, args.replays)
     split, how = choose_split(rows, width, row_vectors(dtype, width), k, dtype, backend.device_limits(0))
     results["graph_us"][label(dtype, rows, width, k)] = us
     graph_table.add_row(label(dtype, rows, width, k), f"{how or 'stream'} {split}", "-" if us is None else f"{us:.1f}")

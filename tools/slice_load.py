@@ -14,7 +14,8 @@ kernel's: each warp a contiguous run of the slice):
               mbarrier), every thread then reads its vectors there;
 - prologue:   ldg after the cluster kernel's prologue (an mbarrier made visible to the cluster,
               a relaxed cluster arrive; its wait at the end), one CTA a cluster;
-- cluster8:   prologue in clusters of 8 CTAs (`__cluster_dims__`).
+- cluster8, cluster16: prologue in clusters of 8 or 16 CTAs (`__cluster_dims__`): a cluster's
+              CTAs share one GPC's path to L2.
 
 Each CTA's cycles run from a barrier at its start to a barrier after every thread has folded its
 vectors into one word (the data has arrived). The L2 is flushed (a 256 MiB memset) before every
@@ -101,19 +102,29 @@ __device__ void slice_load(const uint4* x, u64* cycles, u32* sink) {
 #define WAY(V, M, ATTR) \
     extern "C" __global__ void __launch_bounds__(1024, 1) ATTR load_v##V##_m##M(const uint4* x, u64* c, u32* s) { \
         slice_load<V, M>(x, c, s); }
-WAY(1, 0, ) WAY(1, 1, ) WAY(1, 2, ) WAY(1, 3, ) WAY(1, 4, ) WAY(1, 5, __cluster_dims__(8, 1, 1))
-WAY(8, 0, ) WAY(8, 1, ) WAY(8, 2, ) WAY(8, 3, ) WAY(8, 4, ) WAY(8, 5, __cluster_dims__(8, 1, 1))
+#define WAYS(V) WAY(V, 0, ) WAY(V, 1, ) WAY(V, 2, ) WAY(V, 3, ) WAY(V, 4, ) WAY(V, 5, __cluster_dims__(8, 1, 1)) \
+    WAY(V, 6, __cluster_dims__(16, 1, 1))
+WAYS(1) WAYS(8)
 """
-MODES = {0: "ldg", 1: "ldg256", 2: "prefetch", 3: "bulk", 4: "prologue", 5: "cluster8"}
+MODES = {0: "ldg", 1: "ldg256", 2: "prefetch", 3: "bulk", 4: "prologue", 5: "cluster8", 6: "cluster16"}
+CLUSTER = {"cluster8": 8, "cluster16": 16}
+
+
+def allow_large_clusters(kernel):
+    """Lets ``kernel`` (a CuPy RawKernel) run in clusters of more than 8 CTAs; its CUfunction."""
+    from cuda.bindings import driver
+
+    function = driver.CUfunction(kernel.kernel.ptr)
+    attr = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED
+    driver.cuFuncSetAttribute(function, attr, 1)
+    return function
 
 
 def max_active_clusters(kernel, size: int) -> int:
     """Clusters of ``size`` CTAs of ``kernel`` (1024 threads, 140 KiB of shared memory) resident at once."""
     from cuda.bindings import driver
 
-    function = driver.CUfunction(kernel.kernel.ptr)
-    attr = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED
-    driver.cuFuncSetAttribute(function, attr, 1)
+    function = allow_large_clusters(kernel)
     config = driver.CUlaunchConfig()
     config.gridDimX, config.blockDimX, config.sharedMemBytes = size, 1024, 140 * 1024
     config.gridDimY = config.gridDimZ = config.blockDimY = config.blockDimZ = 1
@@ -139,10 +150,12 @@ def main() -> None:
     for vecs in (1, 8):
         for ctas in (16, 128, 132):
             for mode, name in MODES.items():
-                if name == "cluster8" and ctas % 8:
+                if ctas % CLUSTER.get(name, 1):
                     continue
                 kernel = module.get_function(f"load_v{vecs}_m{mode}")
                 kernel.max_dynamic_shared_size_bytes = 140 * 1024
+                if name == "cluster16":
+                    allow_large_clusters(kernel)
                 cycles = cp.zeros(ctas, dtype=cp.uint64)
                 sink = cp.zeros(ctas, dtype=cp.uint32)
                 med, worst, us = [], [], []
