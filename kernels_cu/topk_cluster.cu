@@ -115,6 +115,17 @@ constexpr bool KEY_WINDOW = DS_DTYPE != 1;
 constexpr int WINDOW_SHIFT = DS_ELEM_BITS - 16;
 constexpr u32 WINDOW = 253, WINDOW_MASK = DS_KEY_MASK >> WINDOW_SHIFT << WINDOW_SHIFT;
 __device__ __forceinline__ u32 elem_key(const Vec& v, int e) { return KEYED ? (u32)v.b[e] : key_of(v.b[e]); }
+// elem_key at a run-time e, by selects: v.b[e] would move v to local memory.
+__device__ __forceinline__ u32 elem_key_at(const Vec& v, u32 e) {
+#if DS_DTYPE == 0
+    const u32 w = e & 2 ? (e & 1 ? v.v.w : v.v.z) : (e & 1 ? v.v.y : v.v.x);
+    return KEYED ? w : key_of(w);
+#else
+    const u32 w = e & 4 ? (e & 2 ? v.v.w : v.v.z) : (e & 2 ? v.v.y : v.v.x);
+    const bits_t b = (bits_t)(e & 1 ? w >> 16 : w);
+    return KEYED ? (u32)b : key_of(b);
+#endif
+}
 
 // Stores `mine` at slots[rank] of every CTA of the cluster, from threads 0 .. split - 1: the
 // others' by st.async, which their mbarrier `arrived` counts; this CTA's own by a plain store
@@ -473,6 +484,20 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS, 1) DS_ENTRY(const Param
     // The row's output slot of this CTA's first winner: a row of at most k elements takes every
     // element, those of the CTAs before this one first.
     const auto cta_start = [&] { return settled ? min(last, max(first, cta_v * DS_VEC)) - first : hist.start(); };
+    // The elements of slot u (its vector v) above K, as bits in column order, and those equal to
+    // K, in the high half.
+    const auto slot_hits = [&](const Vec& v, int u) {
+        static_assert(DS_VEC <= 16, "a slot's two masks share a word");
+        u32 above = 0, ties = 0;
+#pragma unroll
+        for (int e = 0; e < DS_VEC; ++e) {
+            const u32 key = elem_key(v, e) & mask;
+            above |= (u32)(key > prefix) << e;
+            ties |= (u32)(key == prefix) << e;
+        }
+        const u32 in_row = vec_bits(valid, u);
+        return (above & in_row) | (ties & in_row) << 16;
+    };
     // Steps 3 and 4 with S vector slots a thread in registers: all V, or for the prefiltered
     // tiers one where the compaction left at most one a thread (normal rows). Over V slots
     // those tiers' loops are not unrolled (SLOT_UNROLL), and counts[] and ranks[] live in
@@ -487,13 +512,8 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS, 1) DS_ENTRY(const Param
         for (int u = 0; u < S; ++u) {
             if (u >= slots) break;
             if (!vec_bits(valid, u)) continue;
-            const Vec v = slot(u);
-#pragma unroll
-            for (int e = 0; e < DS_VEC; ++e) {
-                if (!bit(valid, u * DS_VEC + e)) continue;
-                const u32 key = elem_key(v, e);
-                counts[u] += (u32)((key & mask) > prefix) << TIE_BITS | (u32)((key & mask) == prefix);
-            }
+            const u32 h = slot_hits(slot(u), u);
+            counts[u] = (u32)__popc(h & 0xffffu) << TIE_BITS | (u32)__popc(h >> 16);
         }
         const u32 cta = slot_ranks<NT, S>(counts, ranks, sh.warp_totals);  // its barriers publish place()'s results
 
@@ -509,21 +529,25 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS, 1) DS_ENTRY(const Param
         for (int u = 0; u < S; ++u) {
             if (u >= slots) break;
             u32 a = start + (ranks[u] >> TIE_BITS), t = ranks[u] & TIE_MASK;
-            // A slot with no element above K and none of the ties taken writes nothing: with heavy
-            // ties at K (all equal, mostly -inf) that is every slot but the first ties' (1 x 1M
-            // bf16 all equal, k = 2048: this step was 15,600 of 100,800 cycles, H200).
+            // Only the slot's winners, in column order, by their bits: a loop over every element
+            // ran in nearly every warp, most lanes idle (8 x 128K bf16, k = 2048: ~20% of the
+            // kernel's instructions, ncu). A slot with no element above K and none of the ties
+            // taken writes nothing: with heavy ties at K (all equal, mostly -inf) that is every
+            // slot but the first ties' (1 x 1M bf16 all equal, k = 2048: this step was 15,600 of
+            // 100,800 cycles, H200).
             if (!(counts[u] >> TIE_BITS) && (!(counts[u] & TIE_MASK) || t >= take)) continue;
             const Vec v = slot(u);
+            const u32 h = slot_hits(v, u), above = h & 0xffffu;
+            u32 left = above | (t < take ? h >> 16 : 0);
             const u32 col = slot_vec(u) * DS_VEC - mis;
-#pragma unroll
-            for (int e = 0; e < DS_VEC; ++e) {
-                if (!bit(valid, u * DS_VEC + e)) continue;
-                const u32 key = elem_key(v, e);
-                const bool is_above = (key & mask) > prefix, is_tie = (key & mask) == prefix;
-                if (is_above || (is_tie && t < take))
-                    cluster_store_u64(dst + (a + min(t, take)) * (u32)sizeof(u64), make_comp(key, col + e));
+            while (left) {
+                const u32 e = __ffs(left) - 1;
+                left &= left - 1;
+                const u32 is_above = above >> e & 1;
+                cluster_store_u64(dst + (a + min(t, take)) * (u32)sizeof(u64), make_comp(elem_key_at(v, e), col + e));
                 a += is_above;
-                t += is_tie;
+                t += is_above ^ 1;
+                if (t >= take) left &= above;  // no later tie of the slot is taken
             }
         }
         return (cta >> TIE_BITS) + min(cta & TIE_MASK, take);
