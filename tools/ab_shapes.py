@@ -6,7 +6,7 @@ with the deepselect_rt of a given source tree, so that two trees can be compared
     python tools/ab_shapes.py --json new.json --against base.json
 
 bf16 unless said, int32 indices, no values, nan_policy="sentinel"; CUDA events with a cold L2
-(median of 15), or CUDA-graph replay (median of 50) for the few-row shapes. The trees can share
+(median of 15), or CUDA-graph replay (median of 50, --replays) for the few-row shapes. The trees can share
 a kernel cache: its keys hash the kernel sources. GPU only; prints a table."""
 
 import argparse
@@ -21,6 +21,7 @@ parser.add_argument("--only", default="",
                     help="time only shapes whose name (after the dtype) starts with one of these, comma-separated")
 parser.add_argument("--json", type=Path, help="write {shape: us} here")
 parser.add_argument("--against", type=Path, help="a JSON of an earlier run to compare with")
+parser.add_argument("--replays", type=int, default=50, help="graph replays a median of the few-row shapes (default 50)")
 args = parser.parse_args()
 # A tree without the package would silently time whichever deepselect_rt is installed.
 if not (args.tree / "deepselect_rt" / "__init__.py").is_file():
@@ -43,7 +44,7 @@ if torch is None or not torch.cuda.is_available():
 import deepselect_rt  # noqa: E402
 from deepselect_rt import bench  # noqa: E402
 
-B, F = "bfloat16", "float32"
+B, F, H = "bfloat16", "float32", "float16"
 # (rows, width, k, dtype, sorted, graph)
 SHAPES = [(4096, 131072, 512, B, False, False), (4096, 131072, 1024, B, False, False),
           (4096, 131072, 2048, B, False, False), (4096, 131072, 2048, B, True, False),
@@ -59,7 +60,13 @@ SHAPES = [(4096, 131072, 512, B, False, False), (4096, 131072, 1024, B, False, F
           (4096, 129280, 2048, F, False, False), (4096, 129280, 4096, F, False, False),
           (1, 131072, 512, B, False, True), (1, 1 << 20, 2048, B, False, True),
           (8, 131072, 2048, B, False, True), (8, 1 << 20, 2048, B, False, True),
-          (1, 129280, 512, F, False, True), (1, 129280, 512, F, True, True)]
+          (1, 129280, 512, F, False, True), (1, 129280, 512, F, True, True),
+          # The cluster radix select's tiers (1, 2, 4 and 8 vectors a thread; float32's 512 x 16)
+          # at one CTA a row and at clusters of 16, and the few-row shapes around them.
+          (1, 131072, 512, B, True, True), (132, 8192, 512, B, False, True), (132, 16384, 2048, B, False, True),
+          (100, 32768, 256, B, False, True), (100, 65536, 256, B, False, True), (64, 65536, 512, B, False, True),
+          (100, 8192, 512, F, False, True), (100, 16384, 512, F, False, True), (132, 16384, 2048, F, False, True),
+          (100, 32768, 256, F, False, True), (4, 262144, 2048, F, False, True), (100, 16384, 512, H, False, True)]
 
 
 def name(rows, width, k, dtype, by_value, graph):
@@ -82,7 +89,7 @@ with console.status("timing") as status:
             return deepselect_rt.topk(x, k, sorted=by_value, indices_type="int32", return_value=False,
                                       nan_policy="sentinel")
 
-        times[label] = bench._time_graph(torch, fn, flush, 50) if graph else bench._time(torch, fn, flush, 15)
+        times[label] = bench._time_graph(torch, fn, flush, args.replays) if graph else bench._time(torch, fn, flush, 15)
 
 table = Table(title=f"GPU us, deepselect_rt of {args.tree}")
 table.add_column("shape")
