@@ -271,7 +271,8 @@ def topk(input, topk, sorted=False, begin=None, end=None, indices_type="int64", 
         nan_policy: "raise" (raise NaNInputError; synchronises), "sentinel" (a NaN row gets
             0x3F3F3F3F indices and NaN values), "propagate" (NaN ranks above +inf).
         stream: CUDA stream (int handle, torch or CuPy stream); default the caller framework's
-            current stream on the input's device.
+            current stream on the input's device. NumPy inputs run on the CPU reference, before
+            the call returns, and use no stream (one given is checked, then unused).
 
     Returns:
         ``(values, indices)``: values ``(rows, topk)`` of the input dtype, or None when

@@ -120,6 +120,17 @@ def test_numpy_round_trip_matches_reference():
     np.testing.assert_array_equal(vals, want[0])
 
 
+def test_numpy_input_takes_no_stream():
+    """A NumPy input runs on the CPU reference before the call returns: a stream handle is
+    checked (stream_type above) and then unused (deepselect_rt.topk's docstring)."""
+    x = np.random.default_rng(1).standard_normal((3, 64)).astype(np.float32)
+    want = reference.topk(x, 5, sorted=True)
+    for stream in (None, 0, 0x7F00DEAD):
+        vals, idx = deepselect_rt.topk(x, 5, sorted=True, stream=stream)
+        np.testing.assert_array_equal(idx, want[1])
+        np.testing.assert_array_equal(vals, want[0])
+
+
 def test_empty_outputs_without_work():
     v, i = deepselect_rt.topk(X, 0)
     assert v.shape == (4, 0) and i.shape == (4, 0)
