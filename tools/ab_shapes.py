@@ -6,8 +6,8 @@ with the deepselect_rt of a given source tree, so that two trees can be compared
     python tools/ab_shapes.py --json new.json --against base.json
 
 bf16 unless said, int32 indices, no values, nan_policy="sentinel"; CUDA events with a cold L2
-(median of 15), or CUDA-graph replay (median of 50, --replays) for the few-row shapes. The trees can share
-a kernel cache: its keys hash the kernel sources. GPU only; prints a table."""
+(median of 15), or CUDA-graph replay (median of 50, --replays) for the few-row shapes. The
+trees can share a kernel cache: its keys hash the kernel sources. GPU only; prints a table."""
 
 import argparse
 import json

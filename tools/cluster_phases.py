@@ -173,7 +173,7 @@ def step_cycles(dtype, rows, width, k, fn):
     marks = np.stack(runs)  # calls x CTAs x slots: clock64 at each mark
     passes = [p for p in range(12) if (marks[:, :, 19 + 4 * p] != 0).all()]
     # (A tree whose kernel has no mark 1, the loads' issue and the prologue, counts them in "load".)
-    order = [(name, slot) for name, slot in (("issue, prologue", 1),) if (marks[:, :, 1] != 0).all()] + [("load", 2)]
+    order = ([("issue, prologue", 1)] if (marks[:, :, 1] != 0).all() else []) + [("load", 2)]
     # The prefiltered tiers' steps before their first pass: the data in (the threads' maxima),
     # the prefilter's bound, the compaction; the other tiers' exchange of their largest keys.
     order += [(name, slot) for name, slot in (("data in", 13), ("prefilter", 11), ("compact", 12))
