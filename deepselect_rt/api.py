@@ -167,14 +167,17 @@ def _check_offsets(offsets, index_dtype: str, x: TensorView) -> None:
 
 
 def _span(v: TensorView) -> tuple[int, int]:
-    """Byte range [start, stop) a 2-D view can touch, for any signed strides (plain arithmetic:
-    this runs per call)."""
-    rows, cols = v.shape
-    if not rows or not cols:
-        return v.ptr, v.ptr
-    r, c = (rows - 1) * v.strides[0], (cols - 1) * v.strides[1]
-    first = min(r, 0) + min(c, 0)
-    last = max(r, 0) + max(c, 0)
+    """Byte range [start, stop) a view (any rank: matrices and row vectors) can touch, for any
+    signed strides (plain arithmetic: this runs per call)."""
+    first = last = 0
+    for extent, stride in zip(v.shape, v.strides):
+        if not extent:
+            return v.ptr, v.ptr
+        step = (extent - 1) * stride
+        if step < 0:
+            first += step
+        else:
+            last += step
     return v.ptr + first * v.itemsize, v.ptr + (last + 1) * v.itemsize
 
 
@@ -183,7 +186,11 @@ def _overlaps(a: TensorView, b: TensorView) -> bool:
     return a.device_id == b.device_id and a0 < b1 and b0 < a1
 
 
-def _caller_output(obj, name: str, dtype: str, rows: int, k: int, x: TensorView) -> TensorView:
+def _caller_output(obj, name: str, dtype: str, rows: int, k: int, x: TensorView,
+                   others: dict[str, TensorView | None]) -> TensorView:
+    """Check a caller buffer. ``others``: the call's other arrays by argument name (input, begin,
+    end, output_idx_offset, the other output), which it must not overlap: on a GPU one CTA would
+    write them while another reads them."""
     view = view_of(obj, name=name, takes=dtype)  # the one dtype this call writes there
     if view.framework == "jax":
         raise TypeError(f"{name} is a JAX array, which is immutable; leave {name}=None and use the returned array")
@@ -200,8 +207,9 @@ def _caller_output(obj, name: str, dtype: str, rows: int, k: int, x: TensorView)
     _check_aligned(view, name)
     if rows > 1 and k > 0 and abs(view.strides[0]) < k:
         raise ValueError(f"{name}'s rows overlap: |row stride| {abs(view.strides[0])} < topk {k}")
-    if _overlaps(view, x):
-        raise ValueError(f"{name} must not alias the input")
+    for other, other_view in others.items():
+        if other_view is not None and _overlaps(view, other_view):
+            raise ValueError(f"{name} must not alias {other} (their memory overlaps)")
     return view
 
 
@@ -366,10 +374,11 @@ def eager_topk(input, topk, sorted=False, begin=None, end=None, indices_type="in
     offsets_v = _row_vector(output_idx_offset, "output_idx_offset", x)
     _check_ranges(begin_v, end_v, x)
     _check_offsets(offsets_v, index_dtype, x)
-    out_idx = None if output_idx is None else _caller_output(output_idx, "output_idx", index_dtype, rows, k, x)
-    out_val = None if output_val is None else _caller_output(output_val, "output_val", x.dtype, rows, k, x)
-    if out_idx is not None and out_val is not None and _overlaps(out_idx, out_val):
-        raise ValueError("output_idx and output_val must not overlap")
+    inputs = {"input": x, "begin": begin_v, "end": end_v, "output_idx_offset": offsets_v}
+    out_idx = None if output_idx is None else _caller_output(output_idx, "output_idx", index_dtype, rows, k, x,
+                                                              inputs)
+    out_val = None if output_val is None else _caller_output(output_val, "output_val", x.dtype, rows, k, x,
+                                                              {**inputs, "output_idx": out_idx})
     stream_handle = _stream_handle(stream, x)
     backend = _backend(x) if rows and k else None
 

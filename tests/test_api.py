@@ -24,6 +24,10 @@ def _misaligned(dtype, shape) -> np.ndarray:
     return raw[start:start + n].view(dtype).reshape(shape)
 
 
+# One int32 allocation seen as caller outputs and as row vectors (begin, end, offsets): zeros,
+# valid for each of them, so only the aliasing is wrong.
+_SHARED = np.zeros(32, np.int32)
+
 CASES = [
     ("not_a_tensor", dict(input=[[1.0, 2.0]]), TypeError, "input"),
     ("input_3d", dict(input=np.zeros((2, 2, 2), np.float32)), ValueError, "2-D"),
@@ -59,6 +63,19 @@ CASES = [
     ("out_rows_overlap", dict(output_idx=np.lib.stride_tricks.as_strided(np.zeros(20, np.int64), (4, 3), (16, 8))),
      ValueError, "overlap"),
     ("out_aliases_input", dict(output_val=X[:, :3]), ValueError, "alias"),
+    ("out_idx_aliases_begin", dict(output_idx=_SHARED[:12].reshape(4, 3), begin=_SHARED[:4], indices_type="int32"),
+     ValueError, "output_idx must not alias begin"),
+    ("out_idx_aliases_end", dict(output_idx=_SHARED[:12].reshape(4, 3), end=_SHARED[8:12], indices_type="int32"),
+     ValueError, "output_idx must not alias end"),
+    ("out_val_aliases_offset", dict(output_val=_SHARED[:12].view(np.float32).reshape(4, 3),
+                                    output_idx_offset=_SHARED[11:15]), ValueError,
+     "output_val must not alias output_idx_offset"),
+    # Byte ranges, as for the input: begin lies between the output's rows, sharing no element.
+    ("out_idx_spans_begin", dict(output_idx=_SHARED.reshape(4, 8)[:, :3], begin=_SHARED[4:8], indices_type="int32"),
+     ValueError, "output_idx must not alias begin"),
+    ("out_val_aliases_out_idx", dict(output_idx=_SHARED[:12].reshape(4, 3), indices_type="int32",
+                                     output_val=_SHARED[6:18].view(np.float32).reshape(4, 3)), ValueError,
+     "output_val must not alias output_idx"),
     ("out_val_without_values", dict(output_val=np.zeros((4, 3), np.float32), return_value=False), ValueError,
      "return_value"),
     ("stream_type", dict(stream="default"), TypeError, "stream"),
@@ -129,6 +146,20 @@ def test_numpy_input_takes_no_stream():
         vals, idx = deepselect_rt.topk(x, 5, sorted=True, stream=stream)
         np.testing.assert_array_equal(idx, want[1])
         np.testing.assert_array_equal(vals, want[0])
+
+
+def test_outputs_next_to_row_vectors_are_accepted():
+    """The aliasing check refuses overlap only: an output ending where begin starts, in one
+    allocation, gives the reference's answer."""
+    raw = np.zeros(12 + 4, np.int32)
+    out, begin = raw[:12].reshape(4, 3), raw[12:]
+    begin[:] = [0, 2, 5, 9]
+    _, idx = deepselect_rt.topk(X[::-1], 3, sorted=True, begin=begin, output_idx=out, indices_type="int32")
+    want = reference.topk(np.ascontiguousarray(X[::-1]), 3, sorted=True, begin=np.array([0, 2, 5, 9]),
+                          index_dtype="int32")
+    assert idx is out
+    np.testing.assert_array_equal(out, want[1])
+    np.testing.assert_array_equal(begin, [0, 2, 5, 9])
 
 
 def test_empty_outputs_without_work():
