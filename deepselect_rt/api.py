@@ -52,13 +52,21 @@ def _real(value, name: str) -> float:
         return math.inf if value > 0 else -math.inf
 
 
-def _integer(value, name: str) -> int:
-    if isinstance(value, bool):
-        raise TypeError(f"{name} must be an integer, got bool")
+def _as_int(value) -> int | None:
+    """``value`` as an int when it is an integer (Python or NumPy; a bool is not), else None."""
+    if isinstance(value, (bool, np.bool_)):
+        return None
     try:
         return operator.index(value)
     except TypeError:
-        raise TypeError(f"{name} must be an integer, got {type(value).__name__}") from None
+        return None
+
+
+def _integer(value, name: str) -> int:
+    number = _as_int(value)
+    if number is None:
+        raise TypeError(f"{name} must be an integer, got {type(value).__name__}")
+    return number
 
 
 _INDEX_DTYPE_NAMES: dict = {}
@@ -214,16 +222,36 @@ def _caller_output(obj, name: str, dtype: str, rows: int, k: int, x: TensorView,
 
 
 def _stream_handle(stream, x: TensorView) -> int:
+    """The CUDA stream handle ``stream`` names (the caller's current stream for None), checked
+    for every input, NumPy included, where it goes unused. Raises TypeError/ValueError naming it."""
     if stream is None:
         return current_stream(x) if x.is_cuda else 0
-    if isinstance(stream, int) and not isinstance(stream, bool):
-        return stream
+    handle, source = _as_int(stream), "stream"
+    if handle is None:
+        handle, source = _stream_object_handle(stream)
+    if not 0 <= handle < 2**64:
+        raise ValueError(f"{source} must be a CUDA stream handle in [0, 2**64), got {handle}")
+    return handle
+
+
+def _stream_object_handle(stream) -> tuple[int, str]:
+    """A stream object's handle, and where it came from (for the range error)."""
     if hasattr(stream, "__cuda_stream__"):
-        return int(stream.__cuda_stream__()[1])
+        protocol = stream.__cuda_stream__
+        if not callable(protocol):
+            raise TypeError(f"stream.__cuda_stream__ must be a method returning (version, handle), got a "
+                            f"non-callable {type(protocol).__name__}")
+        pair = protocol()
+        if not (isinstance(pair, tuple) and len(pair) == 2 and None not in map(_as_int, pair)):
+            raise TypeError(f"stream.__cuda_stream__() must return (version, handle), two integers, got {pair!r}")
+        return _as_int(pair[1]), "stream.__cuda_stream__()[1]"
     for attr in ("cuda_stream", "ptr", "handle"):
-        if isinstance(getattr(stream, attr, None), int):
-            return getattr(stream, attr)
-    raise TypeError(f"stream must be None, an int handle, or a torch/CuPy stream, got {type(stream).__name__}")
+        handle = _as_int(getattr(stream, attr, None))
+        if handle is not None:
+            return handle, f"stream.{attr}"
+    raise TypeError("stream must be None, an integer handle, or a stream object with __cuda_stream__() "
+                    "returning (version, handle) (the CUDA stream protocol) or an integer .cuda_stream, .ptr or "
+                    f".handle (torch, CuPy); got {type(stream).__name__}")
 
 
 def _backend(x: TensorView):
@@ -278,9 +306,12 @@ def topk(input, topk, sorted=False, begin=None, end=None, indices_type="int64", 
             False gives "sentinel".
         nan_policy: "raise" (raise NaNInputError; synchronises), "sentinel" (a NaN row gets
             0x3F3F3F3F indices and NaN values), "propagate" (NaN ranks above +inf).
-        stream: CUDA stream (int handle, torch or CuPy stream); default the caller framework's
-            current stream on the input's device. NumPy inputs run on the CPU reference, before
-            the call returns, and use no stream (one given is checked, then unused).
+        stream: CUDA stream: an integer handle in ``[0, 2**64)`` (Python or NumPy; not a bool),
+            or a stream object: its ``__cuda_stream__()`` returning ``(version, handle)`` (the
+            CUDA stream protocol), else its integer ``.cuda_stream``, ``.ptr`` or ``.handle``
+            (torch, CuPy); default the caller framework's current stream on the input's device. NumPy inputs
+            run on the CPU reference, before the call returns, and use no stream (one given is
+            checked, then unused).
 
     Returns:
         ``(values, indices)``: values ``(rows, topk)`` of the input dtype, or None when

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -22,6 +23,16 @@ def _misaligned(dtype, shape) -> np.ndarray:
     raw = np.zeros(n + 16, np.uint8)
     start = (-raw.ctypes.data % 16) + 1
     return raw[start:start + n].view(dtype).reshape(shape)
+
+
+class _CudaStream:
+    """A stream object speaking the CUDA stream protocol: ``__cuda_stream__()`` gives ``answer``."""
+
+    def __init__(self, answer):
+        self.answer = answer
+
+    def __cuda_stream__(self):
+        return self.answer
 
 
 # One int32 allocation seen as caller outputs and as row vectors (begin, end, offsets): zeros,
@@ -79,6 +90,21 @@ CASES = [
     ("out_val_without_values", dict(output_val=np.zeros((4, 3), np.float32), return_value=False), ValueError,
      "return_value"),
     ("stream_type", dict(stream="default"), TypeError, "stream"),
+    ("stream_bool", dict(stream=True), TypeError, "stream must be None, an integer handle"),
+    ("stream_numpy_bool", dict(stream=np.bool_(True)), TypeError, "stream must be None, an integer handle"),
+    ("stream_bool_handle", dict(stream=SimpleNamespace(handle=True)), TypeError, "stream must be None, an integer"),
+    ("stream_negative", dict(stream=-1), ValueError, "stream must be a CUDA stream handle in [0, 2**64), got -1"),
+    ("stream_beyond_64_bits", dict(stream=2**64), ValueError, "stream must be a CUDA stream handle in [0, 2**64)"),
+    ("stream_negative_numpy", dict(stream=np.int64(-2)), ValueError, "stream must be a CUDA stream handle"),
+    ("stream_negative_ptr", dict(stream=SimpleNamespace(ptr=-1)), ValueError, "stream.ptr must be a CUDA stream"),
+    ("stream_protocol_none", dict(stream=_CudaStream(None)), TypeError,
+     "stream.__cuda_stream__() must return (version, handle), two integers, got None"),
+    ("stream_protocol_text", dict(stream=_CudaStream((0, "abc"))), TypeError,
+     "stream.__cuda_stream__() must return (version, handle), two integers, got (0, 'abc')"),
+    ("stream_protocol_negative", dict(stream=_CudaStream((0, -3))), ValueError,
+     "stream.__cuda_stream__()[1] must be a CUDA stream handle in [0, 2**64), got -3"),
+    ("stream_protocol_not_callable", dict(stream=SimpleNamespace(__cuda_stream__=5)), TypeError,
+     "stream.__cuda_stream__ must be a method"),
     ("nan_policy_type", dict(nan_policy=1), TypeError, "nan_policy"),
     ("topk_too_large", dict(topk=2**31), ValueError, "topk"),
     ("val_fill_none", dict(value_oob_fill_value=None), TypeError, "value_oob_fill_value"),
@@ -142,7 +168,8 @@ def test_numpy_input_takes_no_stream():
     checked (stream_type above) and then unused (deepselect_rt.topk's docstring)."""
     x = np.random.default_rng(1).standard_normal((3, 64)).astype(np.float32)
     want = reference.topk(x, 5, sorted=True)
-    for stream in (None, 0, 0x7F00DEAD):
+    for stream in (None, 0, 0x7F00DEAD, 2**64 - 1, np.int64(5), np.uint64(2**64 - 1), _CudaStream((0, 7)),
+                   SimpleNamespace(cuda_stream=3), SimpleNamespace(ptr=np.int32(4)), SimpleNamespace(handle=5)):
         vals, idx = deepselect_rt.topk(x, 5, sorted=True, stream=stream)
         np.testing.assert_array_equal(idx, want[1])
         np.testing.assert_array_equal(vals, want[0])
