@@ -142,11 +142,15 @@ def _row_vector(obj, name: str, x: TensorView) -> TensorView | None:
     return view
 
 
+def _host_values(view: TensorView | None) -> np.ndarray | None:
+    """A row vector's values when they can be read without a sync (host memory), else None."""
+    return host_array(view) if view is not None and view.device_type == "cpu" else None
+
+
 def _check_ranges(begin, end, x: TensorView) -> None:
     """Host arrays are checked (no sync needed); device ones are clamped by the kernel."""
     width = x.shape[1]
-    b = host_array(begin) if begin is not None and begin.device_type == "cpu" else None
-    e = host_array(end) if end is not None and end.device_type == "cpu" else None
+    b, e = _host_values(begin), _host_values(end)
     if e is not None and len(e) and (e.min() < 0 or e.max() > width):
         raise ValueError(f"end must lie in [0, width={width}], got values in [{e.min()}, {e.max()}]")
     if b is not None and len(b) and b.min() < 0:
@@ -161,17 +165,29 @@ def _check_ranges(begin, end, x: TensorView) -> None:
                              f"{int(b[row])} > {limit}")
 
 
-def _check_offsets(offsets, index_dtype: str, x: TensorView) -> None:
-    """Host offsets must keep every valid index in the index type (int64 never wraps either)."""
-    if offsets is None or offsets.device_type != "cpu" or x.shape[1] == 0 or x.shape[0] == 0:
+def _check_offsets(offsets, begin, end, index_dtype: str, x: TensorView) -> None:
+    """Host offsets must keep every valid index of row i, ``[begin[i], end[i]) + offsets[i]``, in
+    the index type (int64 never wraps either); rows with no element take no offset.
+
+    Runs after ``_check_ranges``. Host offsets mean a host input, so begin and end are host arrays
+    too (every row vector lies on the input's device) and each row's own range is checked."""
+    o = _host_values(offsets)
+    if o is None:
         return
-    o = host_array(offsets)
-    lo, hi = int(o.min()), int(o.max())
+    o, first, stop = (a.astype(np.int64) for a in np.broadcast_arrays(
+        o, 0 if begin is None else host_array(begin), x.shape[1] if end is None else host_array(end)))
+    rows = np.flatnonzero(stop > first)
+    o, first, last = o[rows], first[rows], stop[rows] - 1
     low, high = _INT_RANGE[index_dtype]
-    if hi + x.shape[1] - 1 > high or lo < low:
+    bad = o > high - last
+    if index_dtype == "int32":  # an int64 offset plus a column >= 0 cannot fall below int64
+        bad |= o < low - first
+    if bad.any():
+        i = int(np.argmax(bad))
+        row, off, lo, hi = int(rows[i]), int(o[i]), int(first[i]), int(last[i])
         hint = "; pass indices_type='int64'" if index_dtype == "int32" else ""
-        raise ValueError(f"output_idx_offset in [{lo}, {hi}] with width {x.shape[1]} overflows {index_dtype} "
-                         f"indices{hint}")
+        raise ValueError(f"output_idx_offset[{row}] = {off} takes row {row}'s indices [{lo}, {hi}] to "
+                         f"[{lo + off}, {hi + off}], outside {index_dtype}'s [{low}, {high}]{hint}")
 
 
 def _span(v: TensorView) -> tuple[int, int]:
@@ -404,7 +420,7 @@ def eager_topk(input, topk, sorted=False, begin=None, end=None, indices_type="in
     end_v = _row_vector(end, "end", x)
     offsets_v = _row_vector(output_idx_offset, "output_idx_offset", x)
     _check_ranges(begin_v, end_v, x)
-    _check_offsets(offsets_v, index_dtype, x)
+    _check_offsets(offsets_v, begin_v, end_v, index_dtype, x)
     inputs = {"input": x, "begin": begin_v, "end": end_v, "output_idx_offset": offsets_v}
     out_idx = None if output_idx is None else _caller_output(output_idx, "output_idx", index_dtype, rows, k, x,
                                                               inputs)

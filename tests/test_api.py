@@ -61,6 +61,12 @@ CASES = [
     ("offset_dtype", dict(output_idx_offset=np.zeros(4, np.float64)), TypeError, "output_idx_offset"),
     ("offset_int32_overflow", dict(output_idx_offset=np.full(4, 2**31 - 5, np.int32), indices_type="int32"),
      ValueError, "output_idx_offset"),
+    # Each row's own largest index (end - 1) counts, not the width: row 2's is 4.
+    ("offset_past_row_end", dict(output_idx_offset=np.array([0, 0, 2**31 - 4, 0], np.int32), indices_type="int32",
+                                 end=np.array([10, 10, 5, 10], np.int32)), ValueError,
+     "output_idx_offset[2] = 2147483644 takes row 2's indices [0, 4] to [2147483644, 2147483648], outside int32's"),
+    ("offset_int32_underflow", dict(output_idx_offset=np.array([0, 0, -(2**31) - 1, 0]), indices_type="int32"),
+     ValueError, "output_idx_offset[2] = -2147483649 takes row 2's indices [0, 9] to [-2147483649, -2147483640]"),
     ("idx_fill_range", dict(idx_oob_fill_value=2**31, indices_type="int32"), ValueError, "idx_oob_fill_value"),
     ("val_fill_type", dict(value_oob_fill_value="x"), TypeError, "value_oob_fill_value"),
     ("out_idx_shape", dict(output_idx=np.zeros((4, 2), np.int64)), ValueError, "output_idx"),
@@ -187,6 +193,21 @@ def test_outputs_next_to_row_vectors_are_accepted():
     assert idx is out
     np.testing.assert_array_equal(out, want[1])
     np.testing.assert_array_equal(begin, [0, 2, 5, 9])
+
+
+def test_int32_offsets_are_checked_against_each_rows_range():
+    """Offsets that keep every row's valid indices, [begin, end) + offset, in int32 are accepted
+    however close to the limit, and rows with no element take none: the reference's answer."""
+    x = np.random.default_rng(2).standard_normal((4, 10)).astype(np.float32)
+    begin = np.array([0, 5, 0, 3], np.int32)
+    end = np.array([1, 10, 0, 6], np.int32)
+    offsets = np.array([2**31 - 1, 2**31 - 10, 2**31 - 1, -(2**31) - 3])  # int64: the last goes below int32
+    vals, idx = deepselect_rt.topk(x, 5, sorted=True, begin=begin, end=end, output_idx_offset=offsets,
+                                   indices_type="int32")
+    want = reference.topk(x, 5, sorted=True, begin=begin, end=end, offsets=offsets, index_dtype="int32")
+    np.testing.assert_array_equal(idx, want[1])
+    np.testing.assert_array_equal(vals, want[0])
+    assert idx[0, 0] == 2**31 - 1 and idx[1].max() == 2**31 - 1 and idx[3].min() == -(2**31)  # both ends of int32
 
 
 def test_empty_outputs_without_work():
