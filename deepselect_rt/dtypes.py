@@ -6,6 +6,8 @@ Everything below the API works with the canonical names only ("bfloat16", "float
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 INPUT_DTYPES = ("bfloat16", "float16", "float32")
@@ -60,3 +62,13 @@ def numpy_dtype(name: str) -> np.dtype:
 
         return np.dtype(ml_dtypes.bfloat16)
     return np.dtype(name)
+
+
+@lru_cache(maxsize=64)
+def fill_bits(value: float, dtype: str) -> int:
+    """Bit pattern of ``value`` cast to input dtype ``dtype`` (-inf in bfloat16: 0xFF80), for the
+    kernels' fill argument; memoised, as launch paths are hot. Beyond the dtype's range it is
+    the dtype's infinity, as a cast gives (contract.md), without NumPy's overflow warning."""
+    with np.errstate(over="ignore"):
+        arr = np.array([value], dtype=numpy_dtype(dtype))
+    return int(arr.view(np.uint16 if arr.itemsize == 2 else np.uint32)[0])

@@ -8,11 +8,8 @@ header's text, field by field.
 from __future__ import annotations
 
 import ctypes
-from functools import lru_cache
 
-import numpy as np
-
-from ..dtypes import numpy_dtype
+from ..dtypes import fill_bits
 from ..request import TopkRequest
 from .tiling import Tiling
 
@@ -35,13 +32,6 @@ class Params(ctypes.Structure):
         ("val_fill_bits", _U), ("nan_flags", _U), ("rows_per_core", _I), ("rows_extra", _I),
         ("chunk", _I), ("out_tile", _I),
     ]
-
-
-@lru_cache(maxsize=64)
-def fill_bits(value: float, dtype: str) -> int:
-    """Bit pattern of ``value`` in input dtype ``dtype`` (-inf in bfloat16: 0xFF80)."""
-    arr = np.array([value], dtype=numpy_dtype(dtype))
-    return int(arr.view(np.uint16 if arr.itemsize == 2 else np.uint32)[0])
 
 
 def flags_of(req: TopkRequest) -> int:
@@ -72,4 +62,4 @@ def pack(req: TopkRequest, tiling: Tiling, nan_flags_ptr: int = 0) -> Params:
     )
 
 
-__all__ = ["Params", "FLAGS", "fill_bits", "flags_of", "pack"]
+__all__ = ["Params", "FLAGS", "flags_of", "pack"]

@@ -8,11 +8,8 @@ through cuda.bindings, ``cuLaunchKernelEx`` (clusters) through a ctypes function
 from __future__ import annotations
 
 import ctypes
-from functools import lru_cache
 
-import numpy as np
-
-from ..dtypes import numpy_dtype
+from ..dtypes import fill_bits
 from ..request import TopkRequest
 from .entry_points import driver_function, error_name
 
@@ -33,13 +30,6 @@ def _u64(value: int) -> int:
     return value & 0xFFFFFFFFFFFFFFFF
 
 
-@lru_cache(maxsize=64)
-def _fill_bits(value: float, dtype: str) -> int:
-    """Bit pattern of the fill value in the input dtype (memoised: the launch path is hot)."""
-    arr = np.array([value], dtype=numpy_dtype(dtype))
-    return int(arr.view(np.uint16 if arr.itemsize == 2 else np.uint32)[0])
-
-
 def pack(req: TopkRequest, nan_flags_ptr: int = 0, split: int = 1, workspace: int = 0) -> Params:
     """The argument block for ``req`` (pointers and strides from its views); ``split`` CTAs per
     row meeting through ``workspace`` (a device pointer, 0 for none)."""
@@ -55,7 +45,7 @@ def pack(req: TopkRequest, nan_flags_ptr: int = 0, split: int = 1, workspace: in
         req.x.ptr, _u64(req.x.strides[0]), rows, width, req.k, opt(req.begin), opt(req.end), opt(req.offsets),
         req.out_idx.ptr, _u64(req.out_idx.strides[0]), opt(req.out_val),
         0 if req.out_val is None else _u64(req.out_val.strides[0]), flags, _u64(req.idx_fill),
-        _fill_bits(req.val_fill, req.x.dtype), nan_flags_ptr, split, workspace,
+        fill_bits(req.val_fill, req.x.dtype), nan_flags_ptr, split, workspace,
     )
 
 
