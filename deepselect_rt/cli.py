@@ -196,6 +196,7 @@ def _warmup(args, out, err) -> int:
     from rich.table import Table
 
     from . import config, warmup
+    from .api import INT32_MAX
     from .cuda.variants import INPUT_DTYPES
 
     dtypes = split_values(args.dtype)
@@ -213,8 +214,8 @@ def _warmup(args, out, err) -> int:
     if args.k is not None and not ks:
         raise ValueError(f"--k {args.k[-1]!r}: name at least one k")
     for k in ks:
-        if k < 1:
-            raise ValueError(f"--k {k}: k must be >= 1")
+        if not 1 <= k <= INT32_MAX:  # topk's own limit
+            raise ValueError(f"--k {k}: k must be in [1, 2**31 - 1]")
     if args.jobs is not None and args.jobs < 1:
         raise ValueError(f"--jobs {args.jobs}: must be >= 1")
 

@@ -9,10 +9,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 pytest.importorskip("cuda.bindings.nvrtc", reason="needs the cu13 extra (cuda-bindings, NVRTC)")
 
+import deepselect_rt  # noqa: E402
 from deepselect_rt import cli, config, resources, warmup  # noqa: E402
 from deepselect_rt.cache import KernelCache, compile_count  # noqa: E402
 from deepselect_rt.cuda import module, nvrtc  # noqa: E402
@@ -114,7 +116,8 @@ def test_cache_commands(capsys, cache_env):
     (("warmup", "--arch", "sm_90a", "--dtype", "float64"), "--dtype 'float64'"),
     (("warmup", "--arch", "sm_90a", "--k", "8,many"), "--k 'many': expected an integer"),
     (("warmup", "--arch", "sm_90a", "--k", ""), "name at least one k"),
-    (("warmup", "--arch", "sm_90a", "--k", "8,0"), "--k 0: k must be >= 1"),
+    (("warmup", "--arch", "sm_90a", "--k", "8,0"), "--k 0: k must be in [1, 2**31 - 1]"),
+    (("warmup", "--arch", "sm_90a", "--k", "99999999999"), "--k 99999999999: k must be in [1, 2**31 - 1]"),
     (("warmup", "--arch", "sm_90a", "--dtype", ","), "name at least one of"),
     (("warmup", "--arch", "sm_90a", "--jobs", "0"), "--jobs 0"),
     (("cache", "prune", "--max-size", "lots"), "--max-size: cannot parse 'lots'"),
@@ -161,6 +164,18 @@ def test_warmup_filters(capsys, monkeypatch):
     assert {t.arch for t in seen} == {"sm_90a", "sm_80"}
     assert seen and all(t.variant.dtype in ("", "float32") for t in seen)
     assert {t.variant.kmax for t in seen} == {0, 1024}  # k = 1000: the 1024 bucket and the k-free kernels
+
+
+@pytest.mark.parametrize("k", [2**31 - 1, 2**31])
+def test_warmup_takes_the_k_values_topk_takes(capsys, monkeypatch, k):
+    monkeypatch.setattr(warmup, "run", lambda tasks, **kw: [])
+    rc, _, _ = main(capsys, "warmup", "--arch", "sm_90a", "--k", str(k))
+    try:
+        deepselect_rt.topk(np.zeros((0, 4), np.float32), k)  # no rows: checks k, allocates nothing
+        topk_takes = True
+    except ValueError:
+        topk_takes = False
+    assert rc == (0 if topk_takes else 2)
 
 
 def test_warmup_table_wraps_variant_names_in_an_80_column_terminal(capsys, monkeypatch):
