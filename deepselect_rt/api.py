@@ -215,7 +215,7 @@ def _caller_output(obj, name: str, dtype: str, rows: int, k: int, x: TensorView,
     """Check a caller buffer. ``others``: the call's other arrays by argument name (input, begin,
     end, output_idx_offset, the other output), which it must not overlap: on a GPU one CTA would
     write them while another reads them."""
-    view = view_of(obj, name=name, takes=dtype)  # the one dtype this call writes there
+    view = view_of(obj, name=name, takes=dtype, output=True)  # the one dtype this call writes there
     if view.framework == "jax":
         raise TypeError(f"{name} is a JAX array, which is immutable; leave {name}=None and use the returned array")
     if not view.writable:

@@ -1,7 +1,7 @@
 """Repeated torch calls on CUDA skip the checks and the plan (issue 6's per-call plan cache).
 
 A call's key holds everything its checks, plan and argument block depend on: each tensor's
-(data pointer, shape, strides, dtype, device, lazy negation) and every other argument with its
+(data pointer, shape, strides, dtype, device, lazy negation, requires_grad) and every other argument with its
 type. The first call with a key takes the whole path (api.eager_topk); once that succeeded, its
 launch is remembered, and a later call with the same key only allocates the outputs the caller
 did not give, reads torch's current stream and launches. Not remembered: host-side index arrays
@@ -31,7 +31,7 @@ class _Entry:
 
 
 def _tensor_key(t):
-    return t.data_ptr(), t.shape, t.stride(), t.dtype, t.get_device(), t.is_neg()
+    return t.data_ptr(), t.shape, t.stride(), t.dtype, t.get_device(), t.is_neg(), t.requires_grad
 
 
 def key(input, k, sorted, begin, end, indices_type, sorted_index, output_idx, output_val, offsets,

@@ -73,7 +73,8 @@ VALUE_DTYPES_TEXT = "bfloat16, float16 or float32"
 INDEX_DTYPES_TEXT = "int32 or int64"
 
 
-def view_of(obj, *, name: str = "input", stream: int | None = None, takes: str = VALUE_DTYPES_TEXT) -> TensorView:
+def view_of(obj, *, name: str = "input", stream: int | None = None, takes: str = VALUE_DTYPES_TEXT,
+            output: bool = False) -> TensorView:
     """Describe ``obj`` as a TensorView, zero-copy.
 
     torch tensors take an attribute fast path (no capsule), NumPy arrays (ml_dtypes bfloat16
@@ -81,15 +82,16 @@ def view_of(obj, *, name: str = "input", stream: int | None = None, takes: str =
     the DLPack protocol. ``stream`` is the CUDA stream the consumer will use the tensor on; it
     is passed to the producer so it can order its pending work before it. None means "the
     stream ``current_stream`` gives for this view". torch and NumPy ignore it (torch's pending
-    work is on its current stream, which ``current_stream`` returns).
+    work is on its current stream, which ``current_stream`` returns). ``output``: the caller's
+    buffer that topk will write.
 
     Raises TypeError naming ``name`` for other objects, NumPy masked arrays, and dtypes outside
     ``ACCEPTED_DTYPES`` (saying it ``takes`` those dtypes); ValueError for NumPy strides that are
-    not whole elements.
+    not whole elements, and for an ``output`` torch tensor that requires grad.
     """
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(obj, torch.Tensor):
-        return _torch_view(obj, name, takes)
+        return _torch_view(obj, name, takes, output)
     if isinstance(obj, np.ndarray):
         return _numpy_view(obj, name, takes)
     if hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__"):
@@ -198,7 +200,7 @@ def torch_current_stream(device_index: int) -> int:
 
 # --- ingest ------------------------------------------------------------------------------
 
-def _torch_view(t, name: str, takes: str = VALUE_DTYPES_TEXT) -> TensorView:
+def _torch_view(t, name: str, takes: str = VALUE_DTYPES_TEXT, output: bool = False) -> TensorView:
     # The per-call hot path: attribute reads only, no capsule, no NumPy.
     dtype = _dtype_name(t.dtype)
     if dtype is None:
@@ -208,6 +210,9 @@ def _torch_view(t, name: str, takes: str = VALUE_DTYPES_TEXT) -> TensorView:
     if t.is_neg():
         # A lazily negated view (e.g. ``x.conj().imag``): data_ptr holds the un-negated values.
         raise TypeError(f"{name} is a lazily negated torch view; pass {name}.resolve_neg()")
+    if output and t.requires_grad:  # torch.topk(out=) refuses such buffers too
+        raise ValueError(f"{name} requires grad: topk writes it through its data pointer, a write autograd "
+                         "would not see; pass a buffer that does not require grad")
     # is_cuda/get_device are cheap; building a torch.device and reading .type is not.
     if t.is_cuda:
         device_type, device_id = "cuda", t.get_device()

@@ -242,6 +242,23 @@ def test_torch_cpu_round_trip():
     np.testing.assert_array_equal(i.numpy(), want[1])
 
 
+def test_torch_buffer_that_requires_grad_is_refused_unwritten():
+    """As torch.topk(out=): autograd would not see the write into such a buffer."""
+    torch = pytest.importorskip("torch")
+    x = torch.randn(4, 10)
+    val = torch.full((4, 3), 7.0, requires_grad=True)
+    with pytest.raises(ValueError, match="output_val requires grad"):
+        deepselect_rt.topk(x, 3, output_val=val)
+    assert (val == 7.0).all()
+    with pytest.raises(RuntimeError, match="automatic differentiation"):
+        torch.topk(x, 3, out=(val, torch.empty(4, 3, dtype=torch.long)))
+    # The input may require grad: it is only read (and the values carry no history).
+    v, i = deepselect_rt.topk(x.requires_grad_(), 3, sorted=True, output_val=torch.empty(4, 3))
+    want = reference.topk(x.detach().numpy(), 3, sorted=True)
+    np.testing.assert_array_equal(i.numpy(), want[1])
+    np.testing.assert_array_equal(v.numpy(), want[0])
+
+
 def test_stride_requirement():
     assert deepselect_rt.get_stride_requirement() == (16, 16)
 

@@ -28,3 +28,12 @@ def test_numpy_and_cpu_torch_inputs_are_not_remembered():
     deepselect_rt.topk(x, 4)
     deepselect_rt.topk(x, 4)
     assert not fast_path._entries
+
+
+def test_a_tensors_key_changes_with_requires_grad():
+    """A buffer that came to require grad since a remembered call must take the whole path, whose
+    checks refuse it."""
+    torch = pytest.importorskip("torch")
+    t = torch.zeros(2, 4)
+    before = fast_path._tensor_key(t)
+    assert fast_path._tensor_key(t.requires_grad_()) != before

@@ -151,6 +151,9 @@ def test_torch_bfloat16_host_array_shares_memory(torch):
 
 def test_torch_requires_grad_and_rejections(torch):
     assert view_of(torch.ones(3, requires_grad=True)).dtype == "float32"
+    with pytest.raises(ValueError, match="output_val requires grad: .* autograd would not see"):
+        view_of(torch.ones(3, requires_grad=True), name="output_val", output=True)
+    assert view_of(torch.ones(3), name="output_val", output=True).writable
     with pytest.raises(TypeError, match="layout"):
         view_of(torch.eye(3).to_sparse(), name="input")
     with pytest.raises(TypeError, match="resolve_neg"):
