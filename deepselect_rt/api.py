@@ -169,8 +169,9 @@ def _check_offsets(offsets, begin, end, index_dtype: str, x: TensorView) -> None
     """Host offsets must keep every valid index of row i, ``[begin[i], end[i]) + offsets[i]``, in
     the index type (int64 never wraps either); rows with no element take no offset.
 
-    Runs after ``_check_ranges``. Host offsets mean a host input, so begin and end are host arrays
-    too (every row vector lies on the input's device) and each row's own range is checked."""
+    Runs after ``_check_ranges`` (0 <= begin, end <= width keeps the int64 arithmetic exact).
+    Host offsets mean a host input, so begin and end are host arrays too (every row vector lies
+    on the input's device) and each row's own range is checked."""
     o = _host_values(offsets)
     if o is None:
         return
@@ -325,9 +326,9 @@ def topk(input, topk, sorted=False, begin=None, end=None, indices_type="int64", 
         stream: CUDA stream: an integer handle in ``[0, 2**64)`` (Python or NumPy; not a bool),
             or a stream object: its ``__cuda_stream__()`` returning ``(version, handle)`` (the
             CUDA stream protocol), else its integer ``.cuda_stream``, ``.ptr`` or ``.handle``
-            (torch, CuPy); default the caller framework's current stream on the input's device. NumPy inputs
-            run on the CPU reference, before the call returns, and use no stream (one given is
-            checked, then unused).
+            (torch, CuPy); default the caller framework's current stream on the input's device.
+            NumPy inputs run on the CPU reference, before the call returns, and use no stream
+            (one given is checked, then unused).
 
     Returns:
         ``(values, indices)``: values ``(rows, topk)`` of the input dtype, or None when

@@ -1,12 +1,13 @@
 """Repeated torch calls on CUDA skip the checks and the plan (issue 6's per-call plan cache).
 
 A call's key holds everything its checks, plan and argument block depend on: each tensor's
-(data pointer, shape, strides, dtype, device, lazy negation, requires_grad) and every other argument with its
-type. The first call with a key takes the whole path (api.eager_topk); once that succeeded, its
-launch is remembered, and a later call with the same key only allocates the outputs the caller
-did not give, reads torch's current stream and launches. Not remembered: host-side index arrays
-(their values are checked), explicit streams, nan_policy="raise" (it synchronises), rows split
-through a workspace (allocated per call), and anything but plain torch.Tensor objects.
+(data pointer, shape, strides, dtype, device, lazy negation, requires_grad) and every other
+argument with its type. The first call with a key takes the whole path (api.eager_topk); once
+that succeeded, its launch is remembered, and a later call with the same key only allocates the
+outputs the caller did not give, reads torch's current stream and launches. Not remembered:
+host-side index arrays (their values are checked), explicit streams, nan_policy="raise" (it
+synchronises), rows split through a workspace (allocated per call), and anything but plain
+torch.Tensor objects.
 """
 
 from __future__ import annotations
