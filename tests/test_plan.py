@@ -208,12 +208,17 @@ def test_few_rows_tuning_where_it_takes_no_more_waves():
     few = lambda k: P.stream_ctas_per_sm(stream_variant("bfloat16", stream_bucket(k), True), H200)  # noqa: E731
     assert [batch(k) for k in (256, 512, 1024, 2048, 4096)] == [4, 4, 4, 3, 2]
     assert [few(k) for k in (256, 512, 1024, 2048, 4096)] == [2, 2, 2, 2, 1]
-    rows = lambda k: [r for r in (1, 131, 132, 133, 264, 265, 396, 397, 528, 529, 4096)  # noqa: E731
-                      if P.few_rows_tuning(r, "bfloat16", k, H200)]
+    rows = lambda k, width=1 << 17: [r for r in (1, 131, 132, 133, 264, 265, 396, 397, 528, 529, 4096)  # noqa: E731
+                                     if P.few_rows_tuning(r, width, "bfloat16", k, H200)]
     assert rows(512) == [1, 131, 132, 133, 264]  # one wave of each
     assert rows(2048) == [1, 131, 132, 133, 264, 397, 528]  # and two of each
     assert rows(4096) == [1, 131, 132]
-    assert not P.few_rows_tuning(1, "bfloat16", 4097, H200)  # the any-k kernel
+    assert not P.few_rows_tuning(1, 1 << 17, "bfloat16", 4097, H200)  # the any-k kernel
+    # Rows past 512K columns at k > 512 keep the bucket's tuning once an SM holds two CTAs.
+    for k in (1024, 2048):
+        assert rows(k, (1 << 19) + 1) == rows(k, 1 << 20) == [1, 131, 132]
+        assert rows(k, 1 << 19) == rows(k)
+    assert rows(512, 1 << 20) == rows(512)
     # Without the SM's shared memory for the register budget's CTAs, fewer count.
     assert P.stream_ctas_per_sm(stream_variant("float32", 2048), A100) == 2
 

@@ -202,7 +202,7 @@ def _ready_for(req: TopkRequest) -> _Ready:
     # The radix kernel's tier depends on the width; keying on the tier, not the width, keeps one
     # plan for a row that grows a column per decoding step.
     tier = radix_tier(dtype, vectors, split) if how == SPLIT_RADIX else None
-    key = (device, dtype, req.k, few_rows_tuning(rows, dtype, req.k, limits), split, how, tier)
+    key = (device, dtype, req.k, few_rows_tuning(rows, width, dtype, req.k, limits), split, how, tier)
     ready = _ready.get(key)
     if ready is None:
         ready = _ready[key] = _prepare(device, *key[1:])

@@ -104,22 +104,36 @@ def _wave_rows(dtype: str, kmax: int, limits: DeviceLimits) -> tuple[int, int]:
                  for few in (True, False))
 
 
+# Columns past which a row at k > 512 keeps its bucket's tuning in a batch of more rows than SMs
+# (few_rows_tuning).
+_FEW_ROWS_LONGEST = 1 << 19
+
+
 def forget_tuning() -> None:
     """For tuning: drops what few_rows_tuning remembered of the variants' tunings."""
     _wave_rows.cache_clear()
 
 
-def few_rows_tuning(rows: int, dtype: str, k: int, limits: DeviceLimits) -> bool:
-    """Whether a batch of ``rows`` rows at one CTA a row takes the few-rows tuning
-    (variants.FEW_ROWS_TUNING, 512 threads) rather than its k bucket's (STREAM_TUNING, 256):
-    where that runs in no more waves of CTAs (``stream_ctas_per_sm`` of each), its CTAs read a
-    row faster. H200, bf16 at k = 2048 (CUDA events, cold L2, us; the bucket's 3 CTAs an SM
-    against 2 of 512 threads): 256 x 128K 57.1 against 64.7, 512 x 128K 98.4 against 119.8,
+def few_rows_tuning(rows: int, width: int, dtype: str, k: int, limits: DeviceLimits) -> bool:
+    """Whether a batch of ``rows`` rows of ``width`` columns at one CTA a row takes the few-rows
+    tuning (variants.FEW_ROWS_TUNING, 512 threads) rather than its k bucket's (STREAM_TUNING,
+    256): where that runs in no more waves of CTAs (``stream_ctas_per_sm`` of each), its CTAs
+    read a row faster. H200, bf16 at k = 2048 (CUDA events, cold L2, us; the bucket's 3 CTAs an
+    SM against 2 of 512 threads): 256 x 128K 57.1 against 64.7, 512 x 128K 98.4 against 119.8,
     256 x 64K 40.8 against 46.2, float32 512 x 129280 123.8 against 157.9; 384 x 128K 83.0
     against 79.8 (two waves against one); 768-2048 rows level. k = 1024, 256 x 128K: 52.2
-    against 57.6; 512 x 128K 92.4 against 85.1 (two waves against one)."""
+    against 57.6; 512 x 128K 92.4 against 85.1 (two waves against one).
+
+    Except rows longer than _FEW_ROWS_LONGEST at k > 512 once some SM holds two CTAs (rows >
+    SMs): two 512-thread CTAs an SM read such rows little faster than one, two 256-thread CTAs
+    nearly twice as fast. H200, bf16 (docs/benchmarks.md, 2026-12-03): 256 x 1M at k = 1024
+    242 against 188 us, at k = 2048 261 against 208; 512 x 1M at k = 2048 466 against 428-430;
+    yet 132 x 1M at k = 2048 143 against 172 (one CTA an SM either way), 256 x 1M at k = 512 163
+    against 171, 256 x 256K at k = 2048 90 against 105, 200 x 512K at k = 1024 level (119)."""
     kmax = stream_bucket(k)
     if kmax is None:
+        return False
+    if width > _FEW_ROWS_LONGEST and k > 512 and rows > limits.sm_count:
         return False
     few, batch = _wave_rows(dtype, kmax, limits)
     return -(-rows // few) <= -(-rows // batch)
