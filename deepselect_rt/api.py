@@ -127,10 +127,10 @@ def _same_device(view: TensorView, x: TensorView, name: str) -> None:
                          f"{x.device_type}:{x.device_id}; they must be on the same device")
 
 
-def _row_vector(obj, name: str, x: TensorView) -> TensorView | None:
+def _row_vector(obj, name: str, x: TensorView, stream: int | None) -> TensorView | None:
     if obj is None:
         return None
-    view = view_of(obj, name=name, takes=INDEX_DTYPES_TEXT)
+    view = view_of(obj, name=name, stream=stream, takes=INDEX_DTYPES_TEXT)
     if view.dtype not in dtypes.INDEX_DTYPES:
         raise TypeError(f"{name} must have dtype {INDEX_DTYPES_TEXT}, got {view.dtype}")
     if view.shape != (x.shape[0],):
@@ -212,11 +212,11 @@ def _overlaps(a: TensorView, b: TensorView) -> bool:
 
 
 def _caller_output(obj, name: str, dtype: str, rows: int, k: int, x: TensorView,
-                   others: dict[str, TensorView | None]) -> TensorView:
+                   others: dict[str, TensorView | None], stream: int | None) -> TensorView:
     """Check a caller buffer. ``others``: the call's other arrays by argument name (input, begin,
     end, output_idx_offset, the other output), which it must not overlap: on a GPU one CTA would
     write them while another reads them."""
-    view = view_of(obj, name=name, takes=dtype, output=True)  # the one dtype this call writes there
+    view = view_of(obj, name=name, stream=stream, takes=dtype, output=True)  # the one dtype written there
     if view.framework == "jax":
         raise TypeError(f"{name} is a JAX array, which is immutable; leave {name}=None and use the returned array")
     if not view.writable:
@@ -238,11 +238,12 @@ def _caller_output(obj, name: str, dtype: str, rows: int, k: int, x: TensorView,
     return view
 
 
-def _stream_handle(stream, x: TensorView) -> int:
-    """The CUDA stream handle ``stream`` names (the caller's current stream for None), checked
-    for every input, NumPy included, where it goes unused. Raises TypeError/ValueError naming it."""
+def _stream_handle(stream) -> int | None:
+    """The CUDA stream handle ``stream`` names (None for None: each view's framework's current
+    stream), checked for every input, NumPy included, where it goes unused. Raises
+    TypeError/ValueError naming it."""
     if stream is None:
-        return current_stream(x) if x.is_cuda else 0
+        return None
     handle, source = _as_int(stream), "stream"
     if handle is None:
         handle, source = _stream_object_handle(stream)
@@ -327,8 +328,11 @@ def topk(input, topk, sorted=False, begin=None, end=None, indices_type="int64", 
             or a stream object: its ``__cuda_stream__()`` returning ``(version, handle)`` (the
             CUDA stream protocol), else its integer ``.cuda_stream``, ``.ptr`` or ``.handle``
             (torch, CuPy); default the caller framework's current stream on the input's device.
-            NumPy inputs run on the CPU reference, before the call returns, and use no stream
-            (one given is checked, then unused).
+            Arrays that come through DLPack (CuPy, JAX) are exported for this stream, so their
+            framework orders its pending writes to them before it; torch tensors are not (as
+            with torch's own side streams, order them yourself). NumPy inputs run on the CPU
+            reference, before the call returns, and use no stream (one given is checked, then
+            unused).
 
     Returns:
         ``(values, indices)``: values ``(rows, topk)`` of the input dtype, or None when
@@ -411,23 +415,29 @@ def eager_topk(input, topk, sorted=False, begin=None, end=None, indices_type="in
         done = fast_path.run(call_key, output_idx, output_val)
         if done is not None:
             return done
-    x = view_of(input, name="input")
+    # An explicit stream is known before the views: a DLPack producer (CuPy, JAX) then orders its
+    # pending writes of each array before that stream, the one the kernel runs on.
+    explicit_stream = _stream_handle(stream)
+    x = view_of(input, name="input", stream=explicit_stream)
     _check_input(x)
     rows, width = x.shape
     sc = scalar_arguments(topk, sorted, sorted_index, return_value, indices_type, nan_policy,
                           abort_when_nan_found, idx_oob_fill_value, value_oob_fill_value, output_val)
     k, index_dtype = sc.k, sc.index_dtype
-    begin_v = _row_vector(begin, "begin", x)
-    end_v = _row_vector(end, "end", x)
-    offsets_v = _row_vector(output_idx_offset, "output_idx_offset", x)
+    begin_v = _row_vector(begin, "begin", x, explicit_stream)
+    end_v = _row_vector(end, "end", x, explicit_stream)
+    offsets_v = _row_vector(output_idx_offset, "output_idx_offset", x, explicit_stream)
     _check_ranges(begin_v, end_v, x)
     _check_offsets(offsets_v, begin_v, end_v, index_dtype, x)
     inputs = {"input": x, "begin": begin_v, "end": end_v, "output_idx_offset": offsets_v}
     out_idx = None if output_idx is None else _caller_output(output_idx, "output_idx", index_dtype, rows, k, x,
-                                                              inputs)
+                                                              inputs, explicit_stream)
     out_val = None if output_val is None else _caller_output(output_val, "output_val", x.dtype, rows, k, x,
-                                                              {**inputs, "output_idx": out_idx})
-    stream_handle = _stream_handle(stream, x)
+                                                              {**inputs, "output_idx": out_idx}, explicit_stream)
+    if explicit_stream is not None:
+        stream_handle = explicit_stream
+    else:
+        stream_handle = current_stream(x) if x.is_cuda else 0
     backend = _backend(x) if rows and k else None
 
     idx_alloc = val_alloc = None

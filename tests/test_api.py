@@ -181,6 +181,36 @@ def test_numpy_input_takes_no_stream():
         np.testing.assert_array_equal(vals, want[0])
 
 
+class _CudaProducer:
+    """A DLPack producer on CUDA device 0 that records the stream each export is asked for, then
+    refuses the export (no GPU is needed to see what the consumer asked for)."""
+
+    def __init__(self, streams):
+        self.streams = streams
+
+    def __dlpack_device__(self):
+        return (2, 0)  # kDLCUDA
+
+    def __dlpack__(self, stream=None, **kwargs):
+        self.streams.append(stream)
+        raise BufferError("recorded")
+
+
+def test_an_explicit_stream_reaches_the_producers_export():
+    """DLPack's consumer names its stream so the producer orders pending writes before it: with
+    stream= given, that stream (0, the legacy default, spelled 1 as DLPack asks), not the
+    producer framework's current one, for the input and for every other array."""
+    for stream, asked in ((0x7F00DEAD, 0x7F00DEAD), (_CudaStream((0, 12345)), 12345), (0, 1)):
+        streams = []
+        with pytest.raises(TypeError, match="input: _CudaProducer refused a DLPack export"):
+            deepselect_rt.topk(_CudaProducer(streams), 4, stream=stream)
+        assert streams == [asked]
+    streams = []
+    with pytest.raises(TypeError, match="begin: _CudaProducer refused"):
+        deepselect_rt.topk(np.zeros((2, 8), np.float32), 4, begin=_CudaProducer(streams), stream=777)
+    assert streams == [777]
+
+
 def test_outputs_next_to_row_vectors_are_accepted():
     """The aliasing check refuses overlap only: an output ending where begin starts, in one
     allocation, gives the reference's answer."""
