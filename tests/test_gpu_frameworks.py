@@ -115,6 +115,25 @@ def test_cupy_round_trip():
     np.testing.assert_array_equal(cp.asnumpy(vals), want[0])
 
 
+def test_cupy_explicit_stream_waits_for_the_producers_writes():
+    """stream= names another stream than CuPy's current one, which is still writing the input:
+    the DLPack export for that stream orders the writes before the kernel (api.eager_topk)."""
+    cp = cupy_cuda()
+    producer, consumer = cp.cuda.Stream(non_blocking=True), cp.cuda.Stream(non_blocking=True)
+    with producer:
+        x = cp.zeros((64, 1 << 20), dtype=cp.float32)
+        deepselect_rt.topk(x, 64, stream=consumer.ptr, nan_policy="propagate")  # compile and load first
+        producer.synchronize()
+        consumer.synchronize()
+        for seed in range(8):  # milliseconds of writes still queued when topk is called
+            x += cp.random.default_rng(seed).standard_normal(x.shape, dtype=cp.float32)
+        _, idx = deepselect_rt.topk(x, 64, stream=consumer.ptr, nan_policy="propagate")
+    consumer.synchronize()
+    producer.synchronize()
+    want = deepselect_rt.topk(cp.asnumpy(x), 64, nan_policy="propagate")
+    np.testing.assert_array_equal(cp.asnumpy(idx), want[1])
+
+
 def test_jax_round_trip():
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     jax = pytest.importorskip("jax")
