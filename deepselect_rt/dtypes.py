@@ -6,6 +6,7 @@ Everything below the API works with the canonical names only ("bfloat16", "float
 
 from __future__ import annotations
 
+import struct
 from functools import lru_cache
 
 import numpy as np
@@ -64,11 +65,17 @@ def numpy_dtype(name: str) -> np.dtype:
     return np.dtype(name)
 
 
-@lru_cache(maxsize=64)
 def fill_bits(value: float, dtype: str) -> int:
     """Bit pattern of ``value`` cast to input dtype ``dtype`` (-inf in bfloat16: 0xFF80), for the
-    kernels' fill argument; memoised, as launch paths are hot. Beyond the dtype's range it is
-    the dtype's infinity, as a cast gives (contract.md), without NumPy's overflow warning."""
+    kernels' fill argument. Beyond the dtype's range it is the dtype's infinity, as a cast gives
+    (contract.md), without NumPy's overflow warning."""
+    # Memoised on the double's bits, as launch paths are hot: keyed on the float, -0.0 would
+    # find +0.0's pattern (they compare equal) and each NaN object would miss.
+    return _fill_bits(struct.pack("<d", value), dtype)
+
+
+@lru_cache(maxsize=64)
+def _fill_bits(double: bytes, dtype: str) -> int:
     with np.errstate(over="ignore"):
-        arr = np.array([value], dtype=numpy_dtype(dtype))
+        arr = np.array(struct.unpack("<d", double), dtype=numpy_dtype(dtype))
     return int(arr.view(np.uint16 if arr.itemsize == 2 else np.uint32)[0])

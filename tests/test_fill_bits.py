@@ -41,8 +41,21 @@ def test_fill_beyond_the_dtype_packs_its_infinity_without_a_warning(packer, dtyp
     if abs(value) > float(np.finfo(DTYPES[dtype]).max):
         infinity = np.array(np.copysign(np.inf, value), DTYPES[dtype])
         assert want == int(infinity.view(np.uint16 if cast.itemsize == 2 else np.uint32))
-    dtypes.fill_bits.cache_clear()  # a memoised pattern would skip the cast, and so its warning
+    dtypes._fill_bits.cache_clear()  # a memoised pattern would skip the cast, and so its warning
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         params = PACKERS[packer](_request(dtype, value))
     assert params.val_fill_bits == want
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_fills_equal_as_floats_keep_their_own_bits(dtype):
+    """-0.0 after +0.0 (and the reverse) packs its own sign: the memo must not take the two
+    zeros, which compare equal, for one value. The oracle is NumPy's cast of each value."""
+    view = np.uint16 if np.dtype(DTYPES[dtype]).itemsize == 2 else np.uint32
+    for order in ((0.0, -0.0), (-0.0, 0.0)):
+        dtypes._fill_bits.cache_clear()
+        for value in order:
+            want = int(np.array(value, DTYPES[dtype]).view(view))
+            assert launch.pack(_request(dtype, value)).val_fill_bits == want
+    assert dtypes.fill_bits(-0.0, dtype) != dtypes.fill_bits(0.0, dtype)
