@@ -210,7 +210,9 @@ def _torch_view(t, name: str, takes: str = VALUE_DTYPES_TEXT, output: bool = Fal
     if t.is_neg():
         # A lazily negated view (e.g. ``x.conj().imag``): data_ptr holds the un-negated values.
         raise TypeError(f"{name} is a lazily negated torch view; pass {name}.resolve_neg()")
-    if output and t.requires_grad:  # torch.topk(out=) refuses such buffers too
+    # In any grad mode (torch.topk(out=) refuses these in grad mode only): the kernel's write
+    # bypasses autograd and the tensor's version counter alike.
+    if output and t.requires_grad:
         raise ValueError(f"{name} requires grad: topk writes it through its data pointer, a write autograd "
                          "would not see; pass a buffer that does not require grad")
     # is_cuda/get_device are cheap; building a torch.device and reading .type is not.

@@ -205,10 +205,11 @@ def test_an_explicit_stream_reaches_the_producers_export():
         with pytest.raises(TypeError, match="input: _CudaProducer refused a DLPack export"):
             deepselect_rt.topk(_CudaProducer(streams), 4, stream=stream)
         assert streams == [asked]
-    streams = []
-    with pytest.raises(TypeError, match="begin: _CudaProducer refused"):
-        deepselect_rt.topk(np.zeros((2, 8), np.float32), 4, begin=_CudaProducer(streams), stream=777)
-    assert streams == [777]
+    for argument in ("begin", "output_idx"):
+        streams = []
+        with pytest.raises(TypeError, match=f"{argument}: _CudaProducer refused"):
+            deepselect_rt.topk(np.zeros((2, 8), np.float32), 4, stream=777, **{argument: _CudaProducer(streams)})
+        assert streams == [777]
 
 
 def test_outputs_next_to_row_vectors_are_accepted():
@@ -228,10 +229,11 @@ def test_outputs_next_to_row_vectors_are_accepted():
 def test_int32_offsets_are_checked_against_each_rows_range():
     """Offsets that keep every row's valid indices, [begin, end) + offset, in int32 are accepted
     however close to the limit, and rows with no element take none: the reference's answer."""
-    x = np.random.default_rng(2).standard_normal((4, 10)).astype(np.float32)
-    begin = np.array([0, 5, 0, 3], np.int32)
-    end = np.array([1, 10, 0, 6], np.int32)
-    offsets = np.array([2**31 - 1, 2**31 - 10, 2**31 - 1, -(2**31) - 3])  # int64: the last goes below int32
+    x = np.random.default_rng(2).standard_normal((5, 10)).astype(np.float32)
+    # Rows 2 and 4 are empty, at either end of the row: an offset there would take no index.
+    begin = np.array([0, 5, 0, 3, 10], np.int32)
+    end = np.array([1, 10, 0, 6, 10], np.int32)
+    offsets = np.array([2**31 - 1, 2**31 - 10, 2**31 - 1, -(2**31) - 3, 2**31 - 1])  # int64: row 3 goes below int32
     vals, idx = deepselect_rt.topk(x, 5, sorted=True, begin=begin, end=end, output_idx_offset=offsets,
                                    indices_type="int32")
     want = reference.topk(x, 5, sorted=True, begin=begin, end=end, offsets=offsets, index_dtype="int32")
@@ -273,7 +275,8 @@ def test_torch_cpu_round_trip():
 
 
 def test_torch_buffer_that_requires_grad_is_refused_unwritten():
-    """As torch.topk(out=): autograd would not see the write into such a buffer."""
+    """Autograd would not see the write into such a buffer (torch.topk(out=) refuses it too, in
+    grad mode; this refusal holds in any mode, as the write bypasses autograd either way)."""
     torch = pytest.importorskip("torch")
     x = torch.randn(4, 10)
     val = torch.full((4, 3), 7.0, requires_grad=True)
