@@ -14,7 +14,9 @@ import pytest
 from deepselect_rt.cuda import module
 
 TOOLS = Path(__file__).resolve().parents[1] / "tools"
-SCRIPTS = sorted(p.name for p in TOOLS.glob("*.py") if p.name != "gpu_tool.py")
+# Modules the tools import, not tools.
+HELPERS = ("gpu_tool.py", "shape_arg.py")
+SCRIPTS = sorted(p.name for p in TOOLS.glob("*.py") if p.name not in HELPERS)
 # Tools that time or launch kernels (tools/gpu_tool.py, or their own check for ab_shapes).
 GPU_TOOLS = ["ab_shapes.py", "cluster_phases.py", "host_profile.py", "latency_floor.py", "sanitize_subset.py",
              "slice_load.py", "throughput_skew.py", "tune_split.py", "tune_stream.py"]
@@ -60,7 +62,7 @@ def test_device_check_script():
 
 
 @pytest.mark.parametrize("args", [["make_samples.py", "/nonexistent"], ["inspect_wheel.py", "/nonexistent.whl"],
-                                  ["gpu_tool.py"], ["ncu_stalls.py", "/nonexistent.csv"]], ids=str)
+                                  ["gpu_tool.py"], ["shape_arg.py"], ["ncu_stalls.py", "/nonexistent.csv"]], ids=str)
 def test_missing_inputs_one_line(args):
     name, *rest = args
     result = run(str(TOOLS / name), *rest)
@@ -71,7 +73,8 @@ def test_missing_inputs_one_line(args):
 @pytest.mark.parametrize("args", [["ab_shapes.py", "--tree", "/nonexistent"],
                                   ["ab_shapes.py", "--against", "/nonexistent.json"],
                                   ["tune_split.py", "--goals", "--no-goals"], ["tune_split.py", "--rows", "32,0"],
-                                  ["tune_split.py", "--widths", ""]], ids=str)
+                                  ["tune_split.py", "--widths", ""], ["ab_shapes.py", "--shapes", "bfloat16:1:2"],
+                                  ["tune_stream.py", "--shapes", "float64:1:2:3"]], ids=str)
 def test_bad_arguments_rejected_before_the_gpu(args):
     """Arguments the GPU tools check before looking for a GPU: a usage error, with its reason,
     never a traceback (a missing --tree once fell back to the installed deepselect_rt)."""

@@ -1,18 +1,23 @@
-"""Times a fixed set of top-k shapes (issue 4's batches, issue 5's few rows under graph replay)
-with the deepselect_rt of a given source tree, so that two trees can be compared in one session:
+"""Times a fixed set of top-k shapes (issue 4's batches, issue 5's few rows under graph replay),
+or the shapes given, with the deepselect_rt of a given source tree, so that two trees can be
+compared in one session:
 
     git archive BASE deepselect_rt kernels_cu | tar -x -C /tmp/base
     python tools/ab_shapes.py --tree /tmp/base --json base.json
     python tools/ab_shapes.py --json new.json --against base.json
+    python tools/ab_shapes.py --shapes bfloat16:256:1048576:1024 float32:512:129280:2048   # others
 
 bf16 unless said, int32 indices, no values, nan_policy="sentinel"; CUDA events with a cold L2
-(median of 15), or CUDA-graph replay (median of 50, --replays) for the few-row shapes. The
+(median of 15), or CUDA-graph replay (median of 50, --replays) for the few-row shapes; --shapes
+times the shapes given instead, unsorted, with CUDA events. The
 trees can share a kernel cache: its keys hash the kernel sources. GPU only; prints a table."""
 
 import argparse
 import json
 import sys
 from pathlib import Path
+
+from shape_arg import shape
 
 parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 parser.add_argument("--tree", type=Path, default=Path(__file__).resolve().parents[1],
@@ -22,6 +27,8 @@ parser.add_argument("--only", default="",
 parser.add_argument("--json", type=Path, help="write {shape: us} here")
 parser.add_argument("--against", type=Path, help="a JSON of an earlier run to compare with")
 parser.add_argument("--replays", type=int, default=50, help="graph replays a median of the few-row shapes (default 50)")
+parser.add_argument("--shapes", nargs="+", type=shape, metavar="dtype:rows:width:k",
+                    help="time these shapes (unsorted, CUDA events) instead of SHAPES")
 args = parser.parse_args()
 # A tree without the package would silently time whichever deepselect_rt is installed.
 if not (args.tree / "deepselect_rt" / "__init__.py").is_file():
@@ -68,6 +75,9 @@ SHAPES = [(4096, 131072, 512, B, False, False), (4096, 131072, 1024, B, False, F
           (100, 8192, 512, F, False, True), (100, 16384, 512, F, False, True), (132, 16384, 2048, F, False, True),
           (100, 32768, 256, F, False, True), (4, 262144, 2048, F, False, True), (100, 16384, 512, H, False, True)]
 
+CHOSEN = ([(rows, width, k, dtype, False, False) for dtype, rows, width, k in args.shapes] if args.shapes
+          else SHAPES)
+
 
 def name(rows, width, k, dtype, by_value, graph):
     return f"{dtype} {rows}x{width} k={k}" + (" sorted" if by_value else "") + (" graph" if graph else "")
@@ -78,7 +88,7 @@ before = json.loads(args.against.read_text()) if args.against else {}
 times = {}
 console = Console()
 with console.status("timing") as status:
-    for rows, width, k, dtype, by_value, graph in SHAPES:
+    for rows, width, k, dtype, by_value, graph in CHOSEN:
         label = name(rows, width, k, dtype, by_value, graph)
         if not label.split(" ", 1)[1].startswith(tuple(args.only.split(","))):
             continue

@@ -6,6 +6,7 @@ values. GPU only; prints a table. ``--shapes`` times other shapes than SHAPES.""
 import argparse
 
 import gpu_tool
+from shape_arg import shape
 
 import deepselect_rt  # noqa: E402
 from deepselect_rt import bench  # noqa: E402
@@ -22,14 +23,6 @@ def config(text: str) -> tuple[int, int, int, int]:
     if len(parts) != 4 or not all(p.isdigit() and int(p) > 0 for p in parts):
         raise argparse.ArgumentTypeError(f"{text!r}: expected threads,loads,ctas,stages (four positive integers)")
     return tuple(int(p) for p in parts)
-
-
-def shape(text: str) -> tuple[str, int, int, int]:
-    parts = text.split(":")
-    if len(parts) != 4 or parts[0] not in ("bfloat16", "float16", "float32") or not all(
-            p.isdigit() and int(p) > 0 for p in parts[1:]):
-        raise argparse.ArgumentTypeError(f"{text!r}: expected dtype:rows:width:k (e.g. bfloat16:512:65536:512)")
-    return (parts[0], *(int(p) for p in parts[1:]))
 
 
 parser = gpu_tool.parser(__doc__)
