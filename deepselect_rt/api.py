@@ -147,10 +147,10 @@ def _host_values(view: TensorView | None) -> np.ndarray | None:
     return host_array(view) if view is not None and view.device_type == "cpu" else None
 
 
-def _check_ranges(begin, end, x: TensorView) -> None:
-    """Host arrays are checked (no sync needed); device ones are clamped by the kernel."""
+def _check_ranges(b: np.ndarray | None, e: np.ndarray | None, x: TensorView) -> None:
+    """begin and end's host values (``_host_values``) are checked (no sync needed); device ones
+    (None here) are clamped by the kernel."""
     width = x.shape[1]
-    b, e = _host_values(begin), _host_values(end)
     if e is not None and len(e) and (e.min() < 0 or e.max() > width):
         raise ValueError(f"end must lie in [0, width={width}], got values in [{e.min()}, {e.max()}]")
     if b is not None and len(b) and b.min() < 0:
@@ -165,18 +165,19 @@ def _check_ranges(begin, end, x: TensorView) -> None:
                              f"{int(b[row])} > {limit}")
 
 
-def _check_offsets(offsets, begin, end, index_dtype: str, x: TensorView) -> None:
+def _check_offsets(offsets, b: np.ndarray | None, e: np.ndarray | None, index_dtype: str, x: TensorView) -> None:
     """Host offsets must keep every valid index of row i, ``[begin[i], end[i]) + offsets[i]``, in
     the index type (int64 never wraps either); rows with no element take no offset.
 
     Runs after ``_check_ranges`` (0 <= begin, end <= width keeps the int64 arithmetic exact).
-    Host offsets mean a host input, so begin and end are host arrays too (every row vector lies
-    on the input's device) and each row's own range is checked."""
+    Host offsets mean a host input, so ``b`` and ``e``, begin and end's host values, are known
+    where those were given (every row vector lies on the input's device) and each row's own
+    range is checked."""
     o = _host_values(offsets)
     if o is None:
         return
     o, first, stop = (a.astype(np.int64) for a in np.broadcast_arrays(
-        o, 0 if begin is None else host_array(begin), x.shape[1] if end is None else host_array(end)))
+        o, 0 if b is None else b, x.shape[1] if e is None else e))
     rows = np.flatnonzero(stop > first)
     o, first, last = o[rows], first[rows], stop[rows] - 1
     low, high = _INT_RANGE[index_dtype]
@@ -260,9 +261,10 @@ def _stream_object_handle(stream) -> tuple[int, str]:
             raise TypeError(f"stream.__cuda_stream__ must be a method returning (version, handle), got a "
                             f"non-callable {type(protocol).__name__}")
         pair = protocol()
-        if not (isinstance(pair, tuple) and len(pair) == 2 and None not in map(_as_int, pair)):
+        version, handle = map(_as_int, pair) if isinstance(pair, tuple) and len(pair) == 2 else (None, None)
+        if version is None or handle is None:
             raise TypeError(f"stream.__cuda_stream__() must return (version, handle), two integers, got {pair!r}")
-        return _as_int(pair[1]), "stream.__cuda_stream__()[1]"
+        return handle, "stream.__cuda_stream__()[1]"
     for attr in ("cuda_stream", "ptr", "handle"):
         handle = _as_int(getattr(stream, attr, None))
         if handle is not None:
@@ -427,17 +429,15 @@ def eager_topk(input, topk, sorted=False, begin=None, end=None, indices_type="in
     begin_v = _row_vector(begin, "begin", x, explicit_stream)
     end_v = _row_vector(end, "end", x, explicit_stream)
     offsets_v = _row_vector(output_idx_offset, "output_idx_offset", x, explicit_stream)
-    _check_ranges(begin_v, end_v, x)
-    _check_offsets(offsets_v, begin_v, end_v, index_dtype, x)
+    begin_host, end_host = _host_values(begin_v), _host_values(end_v)
+    _check_ranges(begin_host, end_host, x)
+    _check_offsets(offsets_v, begin_host, end_host, index_dtype, x)
     inputs = {"input": x, "begin": begin_v, "end": end_v, "output_idx_offset": offsets_v}
     out_idx = None if output_idx is None else _caller_output(output_idx, "output_idx", index_dtype, rows, k, x,
                                                               inputs, explicit_stream)
     out_val = None if output_val is None else _caller_output(output_val, "output_val", x.dtype, rows, k, x,
                                                               {**inputs, "output_idx": out_idx}, explicit_stream)
-    if explicit_stream is not None:
-        stream_handle = explicit_stream
-    else:
-        stream_handle = current_stream(x) if x.is_cuda else 0
+    stream_handle = explicit_stream if explicit_stream is not None else current_stream(x)
     backend = _backend(x) if rows and k else None
 
     idx_alloc = val_alloc = None

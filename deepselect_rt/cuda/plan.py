@@ -28,6 +28,9 @@ _QUEUE_BYTES_PER_THREAD = 40
 # _BOUNDED_ROOM_PER_THREAD entries a thread.
 _BUFFER_SHORT = 64
 _BOUNDED_ROOM_PER_THREAD = 2
+# Columns past which a row at k > 512 keeps its bucket's tuning in a batch of more rows than SMs
+# (few_rows_tuning).
+_FEW_ROWS_LONGEST = 1 << 19
 
 # Bytes of kernels_cu/topk_cluster.cu's Shared struct at 1024 threads (its COLS_OFFSET), rounded
 # up; the compacting tiers' candidates and the gather buffer follow (radix_smem_bytes).
@@ -102,11 +105,6 @@ def _wave_rows(dtype: str, kmax: int, limits: DeviceLimits) -> tuple[int, int]:
     """Rows a wave of CTAs takes at the few-rows tuning and at the bucket's."""
     return tuple(stream_ctas_per_sm(stream_variant(dtype, kmax, few), limits) * limits.sm_count
                  for few in (True, False))
-
-
-# Columns past which a row at k > 512 keeps its bucket's tuning in a batch of more rows than SMs
-# (few_rows_tuning).
-_FEW_ROWS_LONGEST = 1 << 19
 
 
 def forget_tuning() -> None:
