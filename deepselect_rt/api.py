@@ -442,10 +442,10 @@ def eager_topk(input, topk, sorted=False, begin=None, end=None, indices_type="in
 
     idx_alloc = val_alloc = None
     if out_idx is None:
-        idx_alloc = allocate(x, (rows, k), index_dtype)
+        idx_alloc = allocate(x, (rows, k), index_dtype, explicit_stream)
         out_idx = idx_alloc.view
     if sc.return_value and out_val is None:
-        val_alloc = allocate(x, (rows, k), x.dtype)
+        val_alloc = allocate(x, (rows, k), x.dtype, explicit_stream)
         out_val = val_alloc.view
     again = None
     if backend is not None:

@@ -139,28 +139,32 @@ class Allocated:
         return self.view.obj if self._finish is None else self._finish(self.view.obj)
 
 
-def allocate(like: TensorView, shape: tuple[int, ...], dtype: str) -> Allocated:
+def allocate(like: TensorView, shape: tuple[int, ...], dtype: str, stream: int | None = None) -> Allocated:
     """A contiguous, uninitialised ``shape`` array of canonical ``dtype`` like ``like``.
 
     Same framework and device as ``like``: torch -> ``torch.empty`` on its device (caching
     allocator), NumPy -> ``numpy.empty``, CuPy -> ``cupy.empty`` under its device, JAX -> a
     NumPy (CPU) or torch/CuPy (GPU) buffer that ``result()`` hands to JAX without a copy, other
-    DLPack producers -> NumPy on CPU, torch/CuPy on CUDA. Raises TypeError for 64-bit outputs
-    when JAX has x64 disabled (JAX would silently truncate them), BackendUnavailableError when
-    nothing can allocate on ``like``'s device.
+    DLPack producers -> NumPy on CPU, torch/CuPy on CUDA. ``stream``: for CUDA buffers, the
+    stream the kernel writes them on (None: the allocator's current stream); torch's and CuPy's
+    caching allocators then hand the memory out again, once freed, only after that stream's work
+    rather than after the current stream's. Raises TypeError for 64-bit outputs when JAX has x64
+    disabled (JAX would silently truncate them), BackendUnavailableError when nothing can
+    allocate on ``like``'s device.
     """
     shape = tuple(int(s) for s in shape)
     if like.framework == "torch":
+        if like.is_cuda:
+            return Allocated(_torch_view(_torch_cuda_empty(shape, dtype, like.device_id, stream), "output"))
         torch = sys.modules["torch"]
-        out = torch.empty(shape, dtype=getattr(torch, dtype), device=like.obj.device)
-        return Allocated(_torch_view(out, "output"))
+        return Allocated(_torch_view(torch.empty(shape, dtype=getattr(torch, dtype), device=like.obj.device), "output"))
     if like.framework == "numpy":
         return Allocated(_numpy_view(np.empty(shape, numpy_dtype(dtype)), "output"))
     if like.framework == "cupy":
-        return Allocated(view_of(_cupy_empty(shape, dtype, like.device_id), name="output"))
+        return Allocated(view_of(_cupy_empty(shape, dtype, like.device_id, stream), name="output"))
     if like.framework == "jax":
-        return _allocate_jax(like, shape, dtype)
-    return Allocated(view_of(_buffer_on(like, shape, dtype), name="output"))
+        return _allocate_jax(like, shape, dtype, stream)
+    return Allocated(view_of(_buffer_on(like, shape, dtype, stream), name="output"))
 
 
 def workspace(like: TensorView, nbytes: int, stream: int) -> Allocated:
@@ -314,14 +318,14 @@ class _HostMemory:
 
 # --- allocation --------------------------------------------------------------------------
 
-def _allocate_jax(like: TensorView, shape, dtype: str) -> Allocated:
+def _allocate_jax(like: TensorView, shape, dtype: str, stream: int | None) -> Allocated:
     import jax
 
     if ITEMSIZE[dtype] == 8 and not jax.config.jax_enable_x64:
         raise TypeError(f"cannot return {dtype} to JAX: 64-bit types are disabled "
                         "(jax_enable_x64=False) and JAX would truncate them; pass "
                         "indices_type='int32' or enable jax_enable_x64")
-    buffer = _buffer_on(like, shape, dtype)
+    buffer = _buffer_on(like, shape, dtype, stream)
     if isinstance(buffer, np.ndarray):
         device = next(iter(like.obj.devices()))
         # device_put of 64-byte aligned host memory aliases it on XLA's CPU client (and
@@ -331,12 +335,13 @@ def _allocate_jax(like: TensorView, shape, dtype: str) -> Allocated:
     return Allocated(view_of(buffer, name="output"), jax.dlpack.from_dlpack)
 
 
-def _buffer_on(like: TensorView, shape, dtype: str):
-    """A contiguous buffer on ``like``'s device from whichever allocator is available."""
+def _buffer_on(like: TensorView, shape, dtype: str, stream: int | None):
+    """A contiguous buffer on ``like``'s device from whichever allocator is available (CUDA: with
+    ``stream`` current, as ``_cuda_buffer``)."""
     if like.device_type == "cpu":
         return _aligned_empty(shape, numpy_dtype(dtype), _JAX_HOST_ALIGN)
     if like.is_cuda:
-        return _cuda_buffer(like, shape, dtype)
+        return _cuda_buffer(like, shape, dtype, stream)
     raise BackendUnavailableError(
         f"cannot allocate outputs on {like.device_type} for a {like.framework} tensor; pass "
         "output_idx= and output_val=")

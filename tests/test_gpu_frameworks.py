@@ -79,6 +79,25 @@ def test_explicit_stream_argument():
     np.testing.assert_array_equal(to_host(idx), _want(x, 32, nan_policy="propagate")[1])
 
 
+def test_outputs_come_from_the_explicit_streams_pool():
+    """Outputs allocated for stream= belong to that stream in torch's caching allocator, so once
+    freed they are handed out again only after its work, never to the current stream while the
+    kernel may still write them (tensors.allocate), under either launch path."""
+    torch = torch_cuda()
+    s = torch.cuda.Stream()
+    x = torch.randn(4096, 1000, device="cuda")
+    torch.cuda.synchronize()
+    for policy in ("propagate", "raise"):
+        vals, idx = deepselect_rt.topk(x, 300, stream=s, nan_policy=policy)
+        s.synchronize()
+        np.testing.assert_array_equal(to_host(idx), _want(x, 300, nan_policy=policy)[1])
+        segments = torch.cuda.memory_snapshot()
+        for out in (vals, idx):
+            owner = [seg["stream"] for seg in segments
+                     if seg["address"] <= out.data_ptr() < seg["address"] + seg["total_size"]]
+            assert owner == [s.cuda_stream], (policy, owner, s.cuda_stream)
+
+
 @pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
 def test_torch_compile_fullgraph_cuda(backend):
     torch = torch_cuda()
