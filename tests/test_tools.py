@@ -15,11 +15,11 @@ from deepselect_rt.cuda import module
 
 TOOLS = Path(__file__).resolve().parents[1] / "tools"
 # Modules the tools import, not tools.
-HELPERS = ("gpu_tool.py", "shape_arg.py")
+HELPERS = ("gpu_tool.py", "phase_marks.py", "shape_arg.py")
 SCRIPTS = sorted(p.name for p in TOOLS.glob("*.py") if p.name not in HELPERS)
 # Tools that time or launch kernels (tools/gpu_tool.py, or their own check for ab_shapes).
 GPU_TOOLS = ["ab_shapes.py", "cluster_phases.py", "host_profile.py", "latency_floor.py", "sanitize_subset.py",
-             "slice_load.py", "throughput_skew.py", "tune_split.py", "tune_stream.py"]
+             "slice_load.py", "stream_phases.py", "throughput_skew.py", "tune_split.py", "tune_stream.py"]
 
 
 def run(*args: str) -> subprocess.CompletedProcess:
@@ -34,8 +34,8 @@ def test_help(script):
     assert result.stdout.startswith("usage:") and "Traceback" not in result.stderr
 
 
-# cluster_phases.py --phases puts its marks in a copy of the kernels before it looks for a GPU:
-# an anchor that a kernel edit removed stops it with a different message.
+# cluster_phases.py --phases and stream_phases.py put their marks in a copy of the kernels before
+# they look for a GPU: an anchor that a kernel edit removed stops them with a different message.
 @pytest.mark.parametrize("script", GPU_TOOLS + [["profile_case.py", "1", "1000", "8"],
                                                 ["profile_case.py", "1", "1000", "8", "--dist", "few_distinct"],
                                                 ["cluster_phases.py", "--phases"]], ids=str)
@@ -62,7 +62,8 @@ def test_device_check_script():
 
 
 @pytest.mark.parametrize("args", [["make_samples.py", "/nonexistent"], ["inspect_wheel.py", "/nonexistent.whl"],
-                                  ["gpu_tool.py"], ["shape_arg.py"], ["ncu_stalls.py", "/nonexistent.csv"]], ids=str)
+                                  ["gpu_tool.py"], ["phase_marks.py"], ["shape_arg.py"],
+                                  ["ncu_stalls.py", "/nonexistent.csv"]], ids=str)
 def test_missing_inputs_one_line(args):
     name, *rest = args
     result = run(str(TOOLS / name), *rest)

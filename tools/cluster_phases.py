@@ -20,12 +20,11 @@ bf16 unless said, int32 indices, no values, nan_policy="sentinel", sorted=False.
 prints tables."""
 
 import argparse
-import atexit
 import json
-import shutil
 import sys
-import tempfile
 from pathlib import Path
+
+import phase_marks
 
 CHECKOUT = Path(__file__).resolve().parents[1]
 parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -44,24 +43,11 @@ args = parser.parse_args()
 if args.warm and (args.dists or not args.phases):
     parser.error("--warm reports clock64 cycles only (its graph times undercount): use it with --phases, without --dists")
 
-# Marks: (name, anchor, text that replaces it). Mark i is written at slot i; pass p of a select
+# Marks: (file, anchor, text that replaces it). Mark i is written at slot i; pass p of a select
 # writes 16 + 4p (fill done), 17 + 4p (pushed), 18 + 4p (all arrived), 19 + 4p (picked).
-MARK_HOOK = r"""
-__device__ unsigned long long ds_phase[128 * 128];
-__device__ __forceinline__ void ds_mark(int i) {
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        unsigned long long g;
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g));
-        ds_phase[blockIdx.x * 128 + i] = clock64();
-        ds_phase[blockIdx.x * 128 + 64 + i] = g;
-    }
-}
-#define DS_MARK(i) ds_mark(i)
-"""
 EDITS = {
     "kernels_cu/topk_cluster.cu": [
-        ('#include "common/params.cuh"\n', MARK_HOOK + '#include "common/params.cuh"\n'),
+        ('#include "common/params.cuh"\n', phase_marks.MARK_HOOK + '#include "common/params.cuh"\n'),
         ("    u64* gathered = reinterpret_cast<u64*>(smem_raw + GATHER_OFFSET);\n",
          "    u64* gathered = reinterpret_cast<u64*>(smem_raw + GATHER_OFFSET);\n    DS_MARK(0);\n"),
         ("    cluster_arrive_relaxed();\n    if (KEYS_AT_LOAD)\n",
@@ -83,7 +69,7 @@ EDITS = {
         ("p.nan_flags[row] = 1;\n    cluster_wait();\n}", "p.nan_flags[row] = 1;\n    cluster_wait();\n    DS_MARK(8);\n}"),
     ],
     "kernels_cu/block/cluster_histogram.cuh": [
-        ("#pragma once\n", "#pragma once\n#ifndef DS_MARK\n#define DS_MARK(i)\n#endif\n"),
+        ("#pragma once\n", "#pragma once\n" + phase_marks.NO_MARKS),
         ("        __syncthreads();  // this CTA's histogram is complete\n",
          "        __syncthreads();  // this CTA's histogram is complete\n        DS_MARK(16 + 4 * passes);\n"),
         ("        if (threadIdx.x < 32) {\n            mbar_wait(&sh.arrived[q], (passes >> 1) & 1);\n",
@@ -96,25 +82,8 @@ EDITS = {
 }
 
 
-def marked_copy(tree: Path) -> Path:
-    """A copy of ``tree``'s package and kernels with the marks put in."""
-    dest = Path(tempfile.mkdtemp(prefix="ds-phases-"))
-    atexit.register(shutil.rmtree, dest, True)
-    for folder in ("deepselect_rt", "kernels_cu", "cache"):
-        if (tree / folder).exists():
-            shutil.copytree(tree / folder, dest / folder)
-    for name, edits in EDITS.items():
-        path = dest / name
-        text = path.read_text()
-        for anchor, replacement in edits:
-            if text.count(anchor) != 1:
-                sys.exit(f"tools/cluster_phases.py: {name} no longer has this anchor once:\n{anchor}")
-            text = text.replace(anchor, replacement)
-        path.write_text(text)
-    return dest
-
-
-tree = marked_copy(args.tree.resolve()) if args.phases else args.tree.resolve()
+tree = (phase_marks.marked_copy(args.tree.resolve(), EDITS, "tools/cluster_phases.py") if args.phases
+        else args.tree.resolve())
 sys.path.insert(0, str(tree))
 
 try:
@@ -161,15 +130,11 @@ def step_cycles(dtype, rows, width, k, fn):
     if how != SPLIT_RADIX:
         return {}
     variant = radix_variant(dtype, *radix_tier(dtype, row_vectors(dtype, width), split))
-    ptr, size = module.kernel_global(0, variant, "ds_phase")
     runs = []
     for _ in range(CALLS):
         flush.zero_()
         fn()
-        torch.cuda.synchronize()
-        buf = torch.empty(size // 8, dtype=torch.int64)
-        module.check(driver.cuMemcpyDtoH(buf.data_ptr(), ptr, size), "cuMemcpyDtoH")
-        runs.append(buf.numpy().reshape(128, 128)[: rows * split, :64].copy())
+        runs.append(phase_marks.read_marks(module, driver, torch, variant, rows * split))
     marks = np.stack(runs)  # calls x CTAs x slots: clock64 at each mark
     passes = [p for p in range(12) if (marks[:, :, 19 + 4 * p] != 0).all()]
     # (A tree whose kernel has no mark 1, the loads' issue and the prologue, counts them in "load".)
@@ -184,14 +149,7 @@ def step_cycles(dtype, rows, width, k, fn):
         order += [(f"pass {p + 1} fill", 16 + 4 * p), (f"pass {p + 1} push", 17 + 4 * p),
                   (f"pass {p + 1} wait", 18 + 4 * p), (f"pass {p + 1} pick", 19 + 4 * p)]
     order += [("counts, ranks", 10), ("winners to shared", 6), ("output", 8)]
-    out, prev = {}, 0
-    for name, slot in order:
-        delta = marks[:, :, slot] - marks[:, :, prev]
-        out[name] = (float(np.median(np.median(delta, axis=1))), float(np.median(delta.max(axis=1))))
-        prev = slot
-    total = marks[:, :, 8] - marks[:, :, 0]
-    out["total"] = (float(np.median(np.median(total, axis=1))), float(np.median(total.max(axis=1))))
-    return out
+    return phase_marks.step_cycles(marks, order, 0, 8)
 
 
 graph_table = Table("shape", "rule", "graph us", title=f"cluster radix select, {args.dist} rows, {'warm' if args.warm else 'cold'} L2, deepselect_rt of {args.tree}"
