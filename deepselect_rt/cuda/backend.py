@@ -16,7 +16,7 @@ import numpy as np
 
 from ..errors import NaNInputError
 from ..request import TopkRequest
-from ..tensors import workspace
+from ..tensors import allocate, workspace
 from . import launch, module
 from .context import is_current, on_device
 from .module import check
@@ -182,7 +182,7 @@ def _raise_on_nan(req: TopkRequest, ready: _Ready) -> None:
     if status != driver.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_NONE:
         raise ValueError("nan_policy='raise' must synchronise and cannot run under CUDA-graph capture; "
                          "pass nan_policy='sentinel' or 'propagate'")
-    flags = workspace(req.x, 4 * req.rows, req.stream)  # from req.stream's pool, like the outputs
+    flags = allocate(req.x, (req.rows,), "int32", req.stream)  # from req.stream's pool, like the outputs
     check(driver.cuMemsetD32Async(flags.view.ptr, 0, req.rows, req.stream), "cuMemsetD32Async")
     _launch(req, ready, flags.view.ptr)
     host = np.empty(req.rows, np.int32)
