@@ -5,8 +5,9 @@ A tool lists its marks as (file, anchor, replacement) edits; ``marked_copy`` put
 temporary copy of a tree's package and kernels, whose kernels then define ``DS_MARK(i)``: every
 thread of the CTA meets a ``__syncthreads``, then thread 0 stores clock64 at slot i and
 %globaltimer at slot 64 + i of the CTA's row of a ``__device__`` array ``ds_phase``
-(``MARK_CTAS`` CTAs of 128 slots; later CTAs store nothing), and ``DS_COUNT(i)`` adds 1 at slot
-i without a barrier (slots a tool keeps for counts). ``read_marks`` copies the array back after
+(``MARK_CTAS`` CTAs of 128 slots; later CTAs store nothing); ``DS_MARK_FIRST(i)`` stores clock64
+only where slot i is still empty (a step that may run twice: its first time); ``DS_COUNT(i)``
+adds 1 at slot i without a barrier (slots a tool keeps for counts). ``read_marks`` copies the array back after
 a call, ``step_cycles`` turns marks into cycles per step. The barriers add ~100 cycles a mark.
 """
 
@@ -35,11 +36,12 @@ __device__ __forceinline__ void ds_mark(int i) {
     }
 }
 #define DS_MARK(i) ds_mark(i)
+#define DS_MARK_FIRST(i) do { __syncthreads(); if (threadIdx.x == 0 && blockIdx.x < %d && !ds_phase[blockIdx.x * %d + (i)]) ds_phase[blockIdx.x * %d + (i)] = clock64(); } while (0)
 #define DS_COUNT(i) do { if (threadIdx.x == 0 && blockIdx.x < %d) ++ds_phase[blockIdx.x * %d + (i)]; } while (0)
-""" % (MARK_CTAS, SLOTS, MARK_CTAS, SLOTS, SLOTS, MARK_CTAS, SLOTS)
+""" % (MARK_CTAS, SLOTS, MARK_CTAS, SLOTS, SLOTS, MARK_CTAS, SLOTS, SLOTS, MARK_CTAS, SLOTS)
 
 # Headers that take marks define them away when the kernel that includes them has none.
-NO_MARKS = "#ifndef DS_MARK\n#define DS_MARK(i)\n#define DS_COUNT(i)\n#endif\n"
+NO_MARKS = "#ifndef DS_MARK\n#define DS_MARK(i)\n#define DS_MARK_FIRST(i)\n#define DS_COUNT(i)\n#endif\n"
 
 
 def marked_copy(tree: Path, edits: dict[str, list[tuple[str, str]]], tool: str) -> Path:

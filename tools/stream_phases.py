@@ -48,9 +48,11 @@ EDITS = {
         ("#pragma once\n", "#pragma once\n" + phase_marks.NO_MARKS),
         ("    u32 ahead = start();  // the first blocks load while the sample is selected\n",
          "    u32 ahead = start();  // the first blocks load while the sample is selected\n    DS_MARK(6);\n"),
-        ("    to_keys(v);\n    const u32 slack = r / 4;\n", "    to_keys(v);\n    DS_MARK(7);\n    const u32 slack = r / 4;\n"),
+        # A row streamed again samples again: marks 7 and 8 keep the first sample's.
+        ("    to_keys(v);\n    const u32 slack = r / 4;\n",
+         "    to_keys(v);\n    DS_MARK_FIRST(7);\n    const u32 slack = r / 4;\n"),
         ("    const Digits d = key_digits<NT, DS_VEC>(key, r, slack, sh.sel);\n",
-         "    const Digits d = key_digits<NT, DS_VEC>(key, r, slack, sh.sel);\n    DS_MARK(8);\n"),
+         "    const Digits d = key_digits<NT, DS_VEC>(key, r, slack, sh.sel);\n    DS_MARK_FIRST(8);\n"),
         ("    u64 seed = rank ? sampled_threshold(sh, vrow, body, nvec, rank) : 0;\n",
          "    u64 seed = rank ? sampled_threshold(sh, vrow, body, nvec, rank) : 0;\n    DS_MARK(1);\n"),
         ("            const u32 kept = select_buffer(",
@@ -81,6 +83,8 @@ parser.add_argument("--warm", action="store_true",
                     help="no L2 flush before each call: the row and the kernel's code may be in L2")
 parser.add_argument("--json", type=Path, help="write the results here")
 ARGS = parser.parse_args()
+if any(rows > phase_marks.MARK_CTAS for _, rows, _, _ in ARGS.shapes or ()):
+    parser.error(f"--shapes: at most {phase_marks.MARK_CTAS} rows (the marks keep that many CTAs)")
 # The marks go in before the GPU check, so that a kernel edit that removed an anchor shows anywhere.
 MARKED = phase_marks.marked_copy(ARGS.tree.resolve(), EDITS, "tools/stream_phases.py")
 gpu_tool.start("tools/stream_phases.py", parser)
@@ -100,8 +104,8 @@ from rich.table import Table  # noqa: E402
 import deepselect_rt  # noqa: E402
 from deepselect_rt import bench, distributions  # noqa: E402
 from deepselect_rt.cuda import backend, module  # noqa: E402
-from deepselect_rt.cuda.plan import choose_split, few_rows_tuning, row_vectors  # noqa: E402
-from deepselect_rt.cuda.variants import stream_bucket, stream_variant  # noqa: E402
+from deepselect_rt.cuda.plan import choose_split, few_rows_tuning, make_plan, row_vectors  # noqa: E402
+from deepselect_rt.cuda.variants import stream_bucket  # noqa: E402
 
 # --warm keeps a 16-byte "flush", which evicts nothing.
 flush = torch.empty((16 if ARGS.warm else bench.FLUSH_BYTES) // 4, dtype=torch.int32, device="cuda")
@@ -114,7 +118,7 @@ for dtype, rows, width, k in ARGS.shapes or SHAPES:
     if split != 1 or how or stream_bucket(k) is None:
         console.print(f"{label}: the plan takes {how or 'the streaming kernel'} at {split} CTAs a row; skipped")
         continue
-    variant = stream_variant(dtype, stream_bucket(k), few_rows_tuning(rows, width, dtype, k, limits))
+    variant = make_plan(dtype, k, few_rows_tuning(rows, width, dtype, k, limits), limits).variant
     x = torch.from_numpy(distributions.make(ARGS.dist, rows, width, "float32", seed=1)).cuda().to(getattr(torch, dtype))
     idx = torch.empty(rows, k, dtype=torch.int32, device="cuda")
 
