@@ -2,13 +2,14 @@
 (tools/cluster_phases.py, tools/stream_phases.py).
 
 A tool lists its marks as (file, anchor, replacement) edits; ``marked_copy`` puts them into a
-temporary copy of a tree's package and kernels, whose kernels then define ``DS_MARK(i)``: every
-thread of the CTA meets a ``__syncthreads``, then thread 0 stores clock64 at slot i and
-%globaltimer at slot 64 + i of the CTA's row of a ``__device__`` array ``ds_phase``
-(``MARK_CTAS`` CTAs of 128 slots; later CTAs store nothing); ``DS_MARK_FIRST(i)`` stores clock64
-only where slot i is still empty (a step that may run twice: its first time); ``DS_COUNT(i)``
-adds 1 at slot i without a barrier (slots a tool keeps for counts). ``read_marks`` copies the array back after
-a call, ``step_cycles`` turns marks into cycles per step. The barriers add ~100 cycles a mark.
+temporary copy of a tree's package and kernels, whose kernels then define, for thread 0 of each
+of the first ``MARK_CTAS`` CTAs and slot i of its row of 128 in a ``__device__`` array
+``ds_phase``: ``DS_MARK(i)``, after a ``__syncthreads`` of the whole CTA, stores clock64 at slot
+i and %globaltimer at slot 64 + i; ``DS_MARK_FIRST(i)`` does so only where slot i is still empty
+(a step that may run twice: its first time); ``DS_COUNT(i)`` adds 1 and ``DS_VALUE(i, v)``
+stores v, without a barrier (slots a tool keeps for counts). ``read_marks`` copies the array
+back after a call, ``step_cycles`` turns marks into cycles per step. The barriers add ~100
+cycles a mark.
 """
 
 from __future__ import annotations
@@ -25,23 +26,31 @@ MARK_CTAS = 8192
 SLOTS = 128
 
 MARK_HOOK = r"""
-__device__ unsigned long long ds_phase[%d * %d];
-__device__ __forceinline__ void ds_mark(int i) {
+#define DS_MARK_CTAS %(ctas)d
+#define DS_SLOTS %(slots)d
+__device__ unsigned long long ds_phase[DS_MARK_CTAS * DS_SLOTS];
+// Slot i of this CTA's row, for thread 0 of a CTA whose marks are kept; else null.
+__device__ __forceinline__ unsigned long long* ds_slot(int i) {
+    return threadIdx.x == 0 && blockIdx.x < DS_MARK_CTAS ? ds_phase + blockIdx.x * DS_SLOTS + i : nullptr;
+}
+__device__ __forceinline__ void ds_mark(int i, bool first_only) {
     __syncthreads();
-    if (threadIdx.x == 0 && blockIdx.x < %d) {
+    unsigned long long* s = ds_slot(i);
+    if (s && !(first_only && *s)) {
         unsigned long long g;
         asm volatile("mov.u64 %%0, %%%%globaltimer;" : "=l"(g));
-        ds_phase[blockIdx.x * %d + i] = clock64();
-        ds_phase[blockIdx.x * %d + 64 + i] = g;
+        s[0] = clock64();
+        s[64] = g;
     }
 }
-#define DS_MARK(i) ds_mark(i)
-#define DS_MARK_FIRST(i) do { __syncthreads(); if (threadIdx.x == 0 && blockIdx.x < %d && !ds_phase[blockIdx.x * %d + (i)]) ds_phase[blockIdx.x * %d + (i)] = clock64(); } while (0)
-#define DS_COUNT(i) do { if (threadIdx.x == 0 && blockIdx.x < %d) ++ds_phase[blockIdx.x * %d + (i)]; } while (0)
-""" % (MARK_CTAS, SLOTS, MARK_CTAS, SLOTS, SLOTS, MARK_CTAS, SLOTS, SLOTS, MARK_CTAS, SLOTS)
+#define DS_MARK(i) ds_mark(i, false)
+#define DS_MARK_FIRST(i) ds_mark(i, true)
+#define DS_COUNT(i) do { if (unsigned long long* s = ds_slot(i)) ++*s; } while (0)
+#define DS_VALUE(i, v) do { if (unsigned long long* s = ds_slot(i)) *s = (v); } while (0)
+""" % {"ctas": MARK_CTAS, "slots": SLOTS}
 
 # Headers that take marks define them away when the kernel that includes them has none.
-NO_MARKS = "#ifndef DS_MARK\n#define DS_MARK(i)\n#define DS_MARK_FIRST(i)\n#define DS_COUNT(i)\n#endif\n"
+NO_MARKS = "#ifndef DS_MARK\n#define DS_MARK(i)\n#define DS_MARK_FIRST(i)\n#define DS_COUNT(i)\n#define DS_VALUE(i, v)\n#endif\n"
 
 
 def marked_copy(tree: Path, edits: dict[str, list[tuple[str, str]]], tool: str) -> Path:

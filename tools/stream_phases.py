@@ -31,11 +31,9 @@ CALLS = 9
 # Slots: marks 0-5 (below); counts at 40 (selects while streaming) and 41 (passes streamed
 # again), the candidate count at the end of streaming at 42.
 SELECTS, RETRIES, CANDIDATES = 40, 41, 42
-VALUE_HOOK = ("#define DS_VALUE(i, v) do { if (threadIdx.x == 0 && blockIdx.x < %d) "
-              "ds_phase[blockIdx.x * %d + (i)] = (v); } while (0)\n" % (phase_marks.MARK_CTAS, phase_marks.SLOTS))
 EDITS = {
     "kernels_cu/topk_stream.cu": [
-        ('#include "common/params.cuh"\n', phase_marks.MARK_HOOK + VALUE_HOOK + '#include "common/params.cuh"\n'),
+        ('#include "common/params.cuh"\n', phase_marks.MARK_HOOK + '#include "common/params.cuh"\n'),
         ("    const u32 split = DS_SPLIT ? (u32)p.split : 1;\n",
          "    DS_MARK(0);\n    const u32 split = DS_SPLIT ? (u32)p.split : 1;\n"),
         ("    const u32 m = stream_range(sh, vq, ring, xrow, (u32)lo, (u32)(hi - lo), k, thr);\n",
