@@ -76,7 +76,8 @@ def test_missing_inputs_one_line(args):
                                   ["tune_split.py", "--goals", "--no-goals"], ["tune_split.py", "--rows", "32,0"],
                                   ["tune_split.py", "--widths", ""], ["ab_shapes.py", "--shapes", "bfloat16:1:2"],
                                   ["tune_stream.py", "--shapes", "float64:1:2:3"],
-                                  ["stream_phases.py", "--shapes", "bfloat16:9000:16384:512"]], ids=str)
+                                  ["stream_phases.py", "--shapes", "bfloat16:9000:16384:512"],
+                                  ["ab_shapes.py", "--data", "uniformish"]], ids=str)
 def test_bad_arguments_rejected_before_the_gpu(args):
     """Arguments the GPU tools check before looking for a GPU: a usage error, with its reason,
     never a traceback (a missing --tree once fell back to the installed deepselect_rt)."""

@@ -6,6 +6,7 @@ compared in one session:
     python tools/ab_shapes.py --tree /tmp/base --json base.json
     python tools/ab_shapes.py --json new.json --against base.json
     python tools/ab_shapes.py --shapes bfloat16:256:1048576:1024 float32:512:129280:2048   # others
+    python tools/ab_shapes.py --data all_equal --only 4096x16384   # a skewed distribution
 
 bf16 unless said, int32 indices, no values, nan_policy="sentinel"; CUDA events with a cold L2
 (median of 15), or CUDA-graph replay (median of 50, --replays) for the few-row shapes; --shapes
@@ -13,6 +14,7 @@ times the shapes given instead, unsorted, with CUDA events. The
 trees can share a kernel cache: its keys hash the kernel sources. GPU only; prints a table."""
 
 import argparse
+import functools
 import json
 import sys
 from pathlib import Path
@@ -27,6 +29,9 @@ parser.add_argument("--only", default="",
 parser.add_argument("--json", type=Path, help="write {shape: us} here")
 parser.add_argument("--against", type=Path, help="a JSON of an earlier run to compare with")
 parser.add_argument("--replays", type=int, default=50, help="graph replays a median of the few-row shapes (default 50)")
+parser.add_argument("--data", default="normal",
+                    help="the rows' distribution, one of deepselect_rt.distributions.NAMES (default normal); "
+                         "made in float32 on the host, then converted")
 parser.add_argument("--shapes", nargs="+", type=shape, metavar="dtype:rows:width:k",
                     help="time these shapes (unsorted, CUDA events) instead of SHAPES")
 args = parser.parse_args()
@@ -36,6 +41,11 @@ if not (args.tree / "deepselect_rt" / "__init__.py").is_file():
 if args.against and not args.against.is_file():
     parser.error(f"--against {args.against}: no such file (give the --json of an earlier run)")
 sys.path.insert(0, str(args.tree.resolve()))
+
+from deepselect_rt import distributions  # noqa: E402
+
+if args.data not in distributions.NAMES:
+    parser.error(f"--data {args.data}: not a distribution; one of {', '.join(distributions.NAMES)}")
 
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
@@ -83,6 +93,15 @@ def name(rows, width, k, dtype, by_value, graph):
     return f"{dtype} {rows}x{width} k={k}" + (" sorted" if by_value else "") + (" graph" if graph else "")
 
 
+@functools.lru_cache(maxsize=1)
+def rows_of(rows, width, dtype):
+    """The input, kept while the next shape has the same rows (the host generator takes seconds
+    at 4096 x 128K); torch's generator for normal rows."""
+    x = (torch.randn(rows, width, device="cuda") if args.data == "normal" else
+         torch.from_numpy(distributions.make(args.data, rows, width, "float32", seed=1)).cuda())
+    return x.to(getattr(torch, dtype))
+
+
 flush = torch.empty(bench.FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
 before = json.loads(args.against.read_text()) if args.against else {}
 times = {}
@@ -93,7 +112,7 @@ with console.status("timing") as status:
         if not label.split(" ", 1)[1].startswith(tuple(args.only.split(","))):
             continue
         status.update(label)
-        x = torch.randn(rows, width, device="cuda").to(getattr(torch, dtype))
+        x = rows_of(rows, width, dtype)
 
         def fn():
             return deepselect_rt.topk(x, k, sorted=by_value, indices_type="int32", return_value=False,
@@ -101,7 +120,7 @@ with console.status("timing") as status:
 
         times[label] = bench._time_graph(torch, fn, flush, args.replays) if graph else bench._time(torch, fn, flush, 15)
 
-table = Table(title=f"GPU us, deepselect_rt of {args.tree}")
+table = Table(title=f"GPU us, {args.data} rows, deepselect_rt of {args.tree}")
 table.add_column("shape")
 table.add_column("us", justify="right")
 if before:
