@@ -190,7 +190,7 @@ __device__ __forceinline__ u32 prefilter(const Vec (&x)[V], u64& valid, u32 top_
     const u32 kc = (k + split - 1) / split;
     OneBarrierHistogram<NT> local{sh.prefilter_hist};
     const u32 mine = (u32)radix_digits(DS_ELEM_BITS - 8, kc, kc / 4, sh.sel, local, [&](u32* h, int shift, const Digits& d) {
-        warp_hist_add(h, (top_key >> shift) & 255, (top_key & (u32)d.mask) == (u32)d.prefix);
+        hist_add(h, (top_key >> shift) & 255, (top_key & (u32)d.mask) == (u32)d.prefix);
     }).prefix;
     push_to_cluster(sh.bounds, &sh.bounds_arrived, make_uint4(mine, sh.least_max, threadIdx.x < split ? cta_top(sh) : 0, 0),
                     split, rank);
@@ -428,10 +428,8 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS, 1) DS_ENTRY(const Param
     bool settled = n <= k;  // then every element is taken
     const auto fill = [&](u32* h, int shift, const Digits& dd) {
         each_candidate([&](u32 key, int i) {
-            // One shared atomic a lane: a warp_hist_add (match_any, then one add per bin) for
-            // each of a thread's elements cost more than the adds' serialisation.
             const u32 high = key & (u32)dd.mask;
-            if (high == (u32)dd.prefix) atomicAdd(&h[(key >> shift) & 255], 1u);
+            hist_add(h, (key >> shift) & 255, high == (u32)dd.prefix);
             // Below the bucket: neither in a later bucket nor a winner, so the later passes and
             // steps 3 and 4 skip it (the prefilter has dropped most such vectors of its tiers
             // already; there the test measured slower).

@@ -35,13 +35,11 @@ __device__ __forceinline__ void pick_digit(SelectScratch& s, u32 remaining) {
     }
 }
 
-// Adds 1 to hist[bin] for every lane with `active`; lanes sharing a bin add once together, which
-// keeps the shared atomics uncontended when values cluster (ties, narrow dtypes).
-__device__ __forceinline__ void warp_hist_add(u32* hist, u32 bin, bool active) {
-    const u32 lanes = __ballot_sync(DS_FULL_MASK, active);
-    if (!active) return;
-    const u32 peers = __match_any_sync(lanes, bin);
-    if ((threadIdx.x & 31) == __ffs(peers) - 1) atomicAdd(&hist[bin], (u32)__popc(peers));
+// Adds 1 to hist[bin] if `active`: one shared atomic a lane. Grouping a warp's lanes by bin first
+// (match_any, or a ballot for a warp-wide bin) cost more than the atomics' serialisation, even on
+// rows of few distinct values (docs/benchmarks.md, session 22).
+__device__ __forceinline__ void hist_add(u32* hist, u32 bin, bool active) {
+    if (active) atomicAdd(&hist[bin], 1u);
 }
 
 // The digits found so far: the `bucket` elements whose bits under `mask` equal `prefix` hold
@@ -192,10 +190,9 @@ template <int NT, class Comp>
 __device__ u64 radix_select(u32 count, u32 k, u32 slack, SelectScratch& s, Comp comp) {
     CtaHistogram<NT> cta;
     const auto fill = [&](u32* h, int shift, const Digits& d) {
-        const u32 padded = (count + 31) & ~31u;  // whole warps for the warp-level adds
-        for (u32 i = threadIdx.x; i < padded; i += NT) {
-            const u64 c = i < count ? comp(i) : 0;
-            warp_hist_add(h, (u32)(c >> shift) & 255, i < count && (c & d.mask) == d.prefix);
+        for (u32 i = threadIdx.x; i < count; i += NT) {
+            const u64 c = comp(i);
+            hist_add(h, (u32)(c >> shift) & 255, (c & d.mask) == d.prefix);
         }
     };
     Digits d{0, 0, k, 0};
@@ -218,7 +215,7 @@ __device__ __forceinline__ Digits key_digits(Key key, u32 k, u32 slack, SelectSc
         for (int j = 0; j < N; ++j) {
             bool valid;
             const u32 kj = key(j, valid);
-            warp_hist_add(h, (kj >> shift) & 255, valid && (kj & (u32)d.mask) == (u32)d.prefix);
+            hist_add(h, (kj >> shift) & 255, valid && (kj & (u32)d.mask) == (u32)d.prefix);
         }
     });
 }
