@@ -366,9 +366,20 @@ def _torch_cuda_empty(shape, dtype: str, device_id: int, stream: int | None = No
 
     device = torch.device("cuda", device_id)
     on_stream = (nullcontext() if stream is None or torch_current_stream(device_id) == stream
-                 else torch.cuda.stream(torch.cuda.ExternalStream(stream, device=device)))
+                 else torch.cuda.stream(_torch_stream(torch, stream, device)))
     with on_stream:
         return torch.empty(shape, dtype=getattr(torch, dtype), device=device)
+
+
+def _torch_stream(torch, handle: int, device):
+    """A torch stream object for the CUDA stream ``handle`` on ``device``. Not
+    ``torch.cuda.ExternalStream``: given 0, the NULL stream, it returns a new pooled stream
+    instead (pytorch/pytorch#182960); ``torch.cuda.get_stream_from_external`` (torch >= 2.7)
+    wraps 0 faithfully. Older torch: its default stream for 0."""
+    wrap = getattr(torch.cuda, "get_stream_from_external", None)
+    if wrap is not None:
+        return wrap(handle, device)
+    return torch.cuda.default_stream(device) if handle == 0 else torch.cuda.ExternalStream(handle, device=device)
 
 
 def _cupy_empty(shape, dtype: str, device_id: int, stream: int | None = None):

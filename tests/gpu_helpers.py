@@ -1,5 +1,5 @@
-"""Shared pieces of the GPU tests: device tensors from NumPy, and the exact comparison with the
-NumPy reference (the oracle)."""
+"""Shared pieces of the tests (mostly the GPU tests): device tensors from NumPy, the exact
+comparison with the NumPy reference (the oracle), a foreign DLPack producer."""
 
 from __future__ import annotations
 
@@ -20,6 +20,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
 from gpu_tool import sampled_columns  # noqa: E402
 
 DTYPES = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
+
+
+class Producer:
+    """A foreign DLPack producer that delegates to a tensor (forces the DLPack path; framework
+    "dlpack", whose kernels run on stream 0)."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def __dlpack__(self, **kwargs):
+        return self.inner.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.inner.__dlpack_device__()
 
 
 def torch_cuda():

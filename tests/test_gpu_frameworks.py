@@ -4,12 +4,13 @@ round trips. Every result is checked against the NumPy reference. Run with ``pyt
 from __future__ import annotations
 
 import os
+from contextlib import nullcontext
 
 import numpy as np
 import pytest
 
 import deepselect_rt
-from gpu_helpers import cupy_cuda, to_host, torch_cuda
+from gpu_helpers import Producer, cupy_cuda, to_host, torch_cuda
 
 pytestmark = pytest.mark.gpu
 
@@ -79,23 +80,31 @@ def test_explicit_stream_argument():
     np.testing.assert_array_equal(to_host(idx), _want(x, 32, nan_policy="propagate")[1])
 
 
-def test_outputs_come_from_the_explicit_streams_pool():
-    """Outputs allocated for stream= belong to that stream in torch's caching allocator, so once
-    freed they are handed out again only after its work, never to the current stream while the
-    kernel may still write them (tensors.allocate), under either launch path."""
+@pytest.mark.parametrize("case", ["stream=side", "stream=0 under side", "producer under side"])
+def test_outputs_come_from_the_launch_streams_pool(case):
+    """Outputs belong to the launch stream's pool in torch's caching allocator, so once freed
+    they are handed out again only after its work, never to another stream while the kernel
+    may still write them (tensors.allocate), under either launch path: for stream= a side
+    stream; for stream=0 while a side stream is current (torch.cuda.ExternalStream(0) would
+    give a new pooled stream, pytorch/pytorch#182960); for an input through DLPack with no
+    stream=, which runs on stream 0 while torch allocates with a side stream current."""
     torch = torch_cuda()
-    s = torch.cuda.Stream()
+    side = torch.cuda.Stream()
     x = torch.randn(4096, 1000, device="cuda")
     torch.cuda.synchronize()
+    launch = side.cuda_stream if case == "stream=side" else 0
+    kwargs = {"stream=side": {"stream": side}, "stream=0 under side": {"stream": 0}}.get(case, {})
     for policy in ("propagate", "raise"):
-        vals, idx = deepselect_rt.topk(x, 300, stream=s, nan_policy=policy)
-        s.synchronize()
+        with torch.cuda.stream(side) if "under side" in case else nullcontext():
+            vals, idx = deepselect_rt.topk(Producer(x) if case == "producer under side" else x, 300,
+                                           nan_policy=policy, **kwargs)
+        torch.cuda.synchronize()
         np.testing.assert_array_equal(to_host(idx), _want(x, 300, nan_policy=policy)[1])
         segments = torch.cuda.memory_snapshot()
         for out in (vals, idx):
             owner = [seg["stream"] for seg in segments
                      if seg["address"] <= out.data_ptr() < seg["address"] + seg["total_size"]]
-            assert owner == [s.cuda_stream], (policy, owner, s.cuda_stream)
+            assert owner == [launch], (policy, owner, launch)
 
 
 @pytest.mark.parametrize("backend", ["aot_eager", "inductor"])

@@ -14,22 +14,10 @@ import pytest
 
 from deepselect_rt import tensors
 from deepselect_rt.tensors import INDEX_DTYPES_TEXT, allocate, current_stream, host_array, view_of
+from gpu_helpers import Producer
 
 NUMPY_DTYPES = [np.float32, np.float16, ml_dtypes.bfloat16, np.int32, np.int64]
 FIELDS = ("ptr", "shape", "strides", "dtype", "device_type", "device_id", "writable")
-
-
-class Producer:
-    """A foreign DLPack producer that delegates to a tensor (forces the DLPack path)."""
-
-    def __init__(self, inner):
-        self.inner = inner
-
-    def __dlpack__(self, **kwargs):
-        return self.inner.__dlpack__(**kwargs)
-
-    def __dlpack_device__(self):
-        return self.inner.__dlpack_device__()
 
 
 class LegacyProducer(Producer):
