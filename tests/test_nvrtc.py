@@ -231,3 +231,14 @@ def test_shipped_sources_compile_from_a_copy(tmp_path):
     shutil.copytree(resources.cuda_source_dir(), copy)
     result = nvrtc.compile_cubin(PROBE, "sm_80", source_dir=copy)
     assert_cubin_for(result.cubin, "sm_80", PROBE.entry)
+
+
+def test_extra_options_reach_nvrtc_and_the_result():
+    # --ptxas-options=-v makes ptxas report the kernel's resources in the log; without it the
+    # probe compiles silently. The options recorded are the ones used.
+    quiet = nvrtc.compile_cubin(PROBE, "sm_90a")
+    verbose = nvrtc.compile_cubin(PROBE, "sm_90a", extra_options=("--ptxas-options=-v",))
+    assert "registers" not in quiet.log
+    assert f"Compiling entry function '{PROBE.entry}'" in verbose.log and "Used " in verbose.log
+    assert verbose.options == (*quiet.options, "--ptxas-options=-v")
+    assert_cubin_for(verbose.cubin, "sm_90a", PROBE.entry)

@@ -3,6 +3,7 @@ one-line error instead of a traceback (fresh-user findings)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -77,7 +78,9 @@ def test_missing_inputs_one_line(args):
                                   ["tune_split.py", "--widths", ""], ["ab_shapes.py", "--shapes", "bfloat16:1:2"],
                                   ["tune_stream.py", "--shapes", "float64:1:2:3"],
                                   ["stream_phases.py", "--shapes", "bfloat16:9000:16384:512"],
-                                  ["ab_shapes.py", "--data", "uniformish"]], ids=str)
+                                  ["ab_shapes.py", "--data", "uniformish"],
+                                  ["ptxas_usage.py", "--tree", "/nonexistent"], ["ptxas_usage.py", "--jobs", "0"]],
+                         ids=str)
 def test_bad_arguments_rejected_before_the_gpu(args):
     """Arguments the GPU tools check before looking for a GPU: a usage error, with its reason,
     never a traceback (a missing --tree once fell back to the installed deepselect_rt)."""
@@ -155,3 +158,18 @@ def test_sanitize_subset_radix_and_batch_exclude_each_other():
 def test_throughput_skew_rejects_a_missing_fixtures_folder(tmp_path):
     result = run(str(TOOLS / "throughput_skew.py"), "--fixtures", str(tmp_path / "none"))
     assert result.returncode == 2 and "no such folder" in result.stderr
+
+
+def test_ptxas_usage_reports_and_compares(tmp_path):
+    """ptxas's figures for the probe (compiled here: NVRTC needs no GPU), then the same tree
+    against them: nothing differs."""
+    pytest.importorskip("cuda.bindings.nvrtc", reason="needs the cu13 extra (cuda-bindings, NVRTC)")
+    out = tmp_path / "usage.json"
+    first = run(str(TOOLS / "ptxas_usage.py"), "--only", "ds_probe", "--jobs", "1", "--json", str(out))
+    assert first.returncode == 0, first.stderr
+    (name, got), = json.loads(out.read_text()).items()
+    assert name.startswith("ds_probe") and name in first.stdout
+    assert len(got["registers"]) == 1 and got["registers"][0] > 0
+    assert got["spill_stores"] == got["spill_loads"] == [0]
+    again = run(str(TOOLS / "ptxas_usage.py"), "--only", "ds_probe", "--jobs", "1", "--against", str(out))
+    assert again.returncode == 0 and "no differences" in again.stdout, again.stderr

@@ -198,12 +198,16 @@ def _program_log(nvrtc, prog) -> str:
     return buf.rstrip(b"\0 ").decode(errors="replace")
 
 
-def compile_cubin(variant: Variant, arch: str, source_dir: Path | None = None) -> CompileResult:
+def compile_cubin(variant: Variant, arch: str, source_dir: Path | None = None,
+                  extra_options: tuple[str, ...] = ()) -> CompileResult:
     """Compile ``variant`` (``kernels_cu/<family>.cu``) for ``arch`` to a CUBIN.
 
-    source_dir: the kernels folder (default: the shipped one). Raises CompileError (with the
-    NVRTC log, the variant and the options) when the source is missing or does not compile,
-    ValueError for an unknown arch, BackendUnavailableError when NVRTC is not installed.
+    source_dir: the kernels folder (default: the shipped one). extra_options: NVRTC options
+    appended for this compile alone, for diagnostics (``--ptxas-options=-v`` puts registers and
+    spills in the log: tools/ptxas_usage.py); the kernel cache never passes any. Raises
+    CompileError (with the NVRTC log, the variant and the options) when the source is missing or
+    does not compile, ValueError for an unknown arch, BackendUnavailableError when NVRTC is not
+    installed.
     """
     nvrtc = _nvrtc()
     arch = normalise_arch(arch)
@@ -212,13 +216,13 @@ def compile_cubin(variant: Variant, arch: str, source_dir: Path | None = None) -
             f"NVRTC {'.'.join(map(str, nvrtc_version()))} cannot target {arch}; "
             f"it supports {', '.join(supported_archs())}")
     source_dir = Path(source_dir) if source_dir is not None else resources.cuda_source_dir()
-    options = compile_options(variant, arch, source_dir)
+    used = (*compile_options(variant, arch, source_dir).argv, *extra_options)
     path = source_dir / variant.source
     try:
         source = path.read_bytes()
     except OSError as exc:
         raise CompileError(f"cannot read kernel source {path}: {exc}", variant=variant,
-                           options=options.argv) from None
+                           options=used) from None
 
     start = time.perf_counter()
     # The program is named by its absolute path: NVRTC then resolves quoted includes against
@@ -226,15 +230,15 @@ def compile_cubin(variant: Variant, arch: str, source_dir: Path | None = None) -
     prog = _check(nvrtc.nvrtcCreateProgram(source, str(path).encode(), 0, [], []),
                   "nvrtcCreateProgram")
     try:
-        argv = [o.encode() for o in options.argv]
+        argv = [o.encode() for o in used]
         (status,) = nvrtc.nvrtcCompileProgram(prog, len(argv), argv)
         log = _program_log(nvrtc, prog)
         if int(status) != 0:
             raise CompileError(f"NVRTC failed to compile {variant.source} for {arch}: {status.name}", log=log,
-                               variant=variant, options=options.argv)
+                               variant=variant, options=used)
         size = _check(nvrtc.nvrtcGetCUBINSize(prog), "nvrtcGetCUBINSize")
         cubin = b" " * size
         _check(nvrtc.nvrtcGetCUBIN(prog, cubin), "nvrtcGetCUBIN")
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
-    return CompileResult(cubin, log, options.argv, time.perf_counter() - start)
+    return CompileResult(cubin, log, used, time.perf_counter() - start)
