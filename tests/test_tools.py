@@ -79,7 +79,8 @@ def test_missing_inputs_one_line(args):
                                   ["tune_stream.py", "--shapes", "float64:1:2:3"],
                                   ["stream_phases.py", "--shapes", "bfloat16:9000:16384:512"],
                                   ["ab_shapes.py", "--data", "uniformish"],
-                                  ["ptxas_usage.py", "--tree", "/nonexistent"], ["ptxas_usage.py", "--jobs", "0"]],
+                                  ["ptxas_usage.py", "--tree", "/nonexistent"], ["ptxas_usage.py", "--jobs", "0"],
+                                  ["ptxas_usage.py", "--json", "/nonexistent-ds-folder/usage.json"]],
                          ids=str)
 def test_bad_arguments_rejected_before_the_gpu(args):
     """Arguments the GPU tools check before looking for a GPU: a usage error, with its reason,
@@ -162,14 +163,16 @@ def test_throughput_skew_rejects_a_missing_fixtures_folder(tmp_path):
 
 def test_ptxas_usage_reports_and_compares(tmp_path):
     """ptxas's figures for the probe (compiled here: NVRTC needs no GPU), then the same tree
-    against them: nothing differs."""
+    against them: nothing differs; against a file it did not write: a usage error."""
     pytest.importorskip("cuda.bindings.nvrtc", reason="needs the cu13 extra (cuda-bindings, NVRTC)")
     out = tmp_path / "usage.json"
     first = run(str(TOOLS / "ptxas_usage.py"), "--only", "ds_probe", "--jobs", "1", "--json", str(out))
     assert first.returncode == 0, first.stderr
     (name, got), = json.loads(out.read_text()).items()
     assert name.startswith("ds_probe") and name in first.stdout
-    assert len(got["registers"]) == 1 and got["registers"][0] > 0
-    assert got["spill_stores"] == got["spill_loads"] == [0]
+    assert got["registers"] > 0 and got["spill_stores"] == got["spill_loads"] == 0
     again = run(str(TOOLS / "ptxas_usage.py"), "--only", "ds_probe", "--jobs", "1", "--against", str(out))
     assert again.returncode == 0 and "no differences" in again.stdout, again.stderr
+    (tmp_path / "other.json").write_text(json.dumps({name: {"registers": 1}}))
+    wrong = run(str(TOOLS / "ptxas_usage.py"), "--only", "ds_probe", "--against", str(tmp_path / "other.json"))
+    assert wrong.returncode == 2 and "not a --json output of this tool" in wrong.stderr
