@@ -385,13 +385,16 @@ def _torch_stream(torch, handle: int, device):
 def _cupy_empty(shape, dtype: str, device_id: int, stream: int | None = None):
     import cupy
 
-    on_stream = nullcontext() if stream is None else cupy.cuda.ExternalStream(stream, device_id)
-    with cupy.cuda.Device(device_id), on_stream:
-        try:
-            return cupy.empty(shape, dtype=numpy_dtype(dtype))
-        except (TypeError, ValueError) as exc:  # CuPy builds without bfloat16
-            raise TypeError(f"CuPy cannot allocate a {dtype} output ({exc}); pass output_val= "
-                            "or return_value=False") from exc
+    with cupy.cuda.Device(device_id):
+        # The current stream needs no wrapper (the common case: CuPy's own inputs, no stream=).
+        on_stream = (nullcontext() if stream is None or cupy.cuda.get_current_stream().ptr == stream
+                     else cupy.cuda.ExternalStream(stream, device_id))
+        with on_stream:
+            try:
+                return cupy.empty(shape, dtype=numpy_dtype(dtype))
+            except (TypeError, ValueError) as exc:  # CuPy builds without bfloat16
+                raise TypeError(f"CuPy cannot allocate a {dtype} output ({exc}); pass output_val= "
+                                "or return_value=False") from exc
 
 
 _CUDA_ALLOCATORS = {"torch": _torch_cuda_empty, "cupy": _cupy_empty}
