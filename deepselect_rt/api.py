@@ -441,13 +441,11 @@ def eager_topk(input, topk, sorted=False, begin=None, end=None, indices_type="in
     backend = _backend(x) if rows and k else None
 
     idx_alloc = val_alloc = None
-    # From the launch stream's pool, explicit or not: a CuPy or JAX input's stream need not be
-    # the current stream of the framework that allocates (torch, when loaded).
     if out_idx is None:
-        idx_alloc = allocate(x, (rows, k), index_dtype, stream_handle)
+        idx_alloc = allocate(x, (rows, k), index_dtype, explicit_stream)
         out_idx = idx_alloc.view
     if sc.return_value and out_val is None:
-        val_alloc = allocate(x, (rows, k), x.dtype, stream_handle)
+        val_alloc = allocate(x, (rows, k), x.dtype, explicit_stream)
         out_val = val_alloc.view
     again = None
     if backend is not None:

@@ -146,11 +146,11 @@ def allocate(like: TensorView, shape: tuple[int, ...], dtype: str, stream: int |
     allocator), NumPy -> ``numpy.empty``, CuPy -> ``cupy.empty`` under its device, JAX -> a
     NumPy (CPU) or torch/CuPy (GPU) buffer that ``result()`` hands to JAX without a copy, other
     DLPack producers -> NumPy on CPU, torch/CuPy on CUDA. ``stream``: for CUDA buffers, the
-    stream the kernel writes them on (None: the allocator's current stream); torch's and CuPy's
-    caching allocators then hand the memory out again, once freed, only after that stream's work
-    rather than after the current stream's. Raises TypeError for 64-bit outputs when JAX has x64
-    disabled (JAX would silently truncate them), BackendUnavailableError when nothing can
-    allocate on ``like``'s device.
+    stream the kernel writes them on (None: ``like``'s framework's, ``current_stream``); torch's
+    and CuPy's caching allocators then hand the memory out again, once freed, only after that
+    stream's work rather than after their current stream's. Raises TypeError for 64-bit
+    outputs when JAX has x64 disabled (JAX would silently truncate them),
+    BackendUnavailableError when nothing can allocate on ``like``'s device.
     """
     shape = tuple(int(s) for s in shape)
     if like.framework == "torch":
@@ -162,6 +162,8 @@ def allocate(like: TensorView, shape: tuple[int, ...], dtype: str, stream: int |
         return Allocated(_numpy_view(np.empty(shape, numpy_dtype(dtype)), "output"))
     if like.framework == "cupy":
         return Allocated(view_of(_cupy_empty(shape, dtype, like.device_id, stream), name="output"))
+    # torch or CuPy allocates for the others, and its current stream need not be theirs.
+    stream = current_stream(like) if stream is None else stream
     if like.framework == "jax":
         return _allocate_jax(like, shape, dtype, stream)
     return Allocated(view_of(_buffer_on(like, shape, dtype, stream), name="output"))
@@ -385,16 +387,13 @@ def _torch_stream(torch, handle: int, device):
 def _cupy_empty(shape, dtype: str, device_id: int, stream: int | None = None):
     import cupy
 
-    with cupy.cuda.Device(device_id):
-        # The current stream needs no wrapper (the common case: CuPy's own inputs, no stream=).
-        on_stream = (nullcontext() if stream is None or cupy.cuda.get_current_stream().ptr == stream
-                     else cupy.cuda.ExternalStream(stream, device_id))
-        with on_stream:
-            try:
-                return cupy.empty(shape, dtype=numpy_dtype(dtype))
-            except (TypeError, ValueError) as exc:  # CuPy builds without bfloat16
-                raise TypeError(f"CuPy cannot allocate a {dtype} output ({exc}); pass output_val= "
-                                "or return_value=False") from exc
+    on_stream = nullcontext() if stream is None else cupy.cuda.ExternalStream(stream, device_id)
+    with cupy.cuda.Device(device_id), on_stream:
+        try:
+            return cupy.empty(shape, dtype=numpy_dtype(dtype))
+        except (TypeError, ValueError) as exc:  # CuPy builds without bfloat16
+            raise TypeError(f"CuPy cannot allocate a {dtype} output ({exc}); pass output_val= "
+                            "or return_value=False") from exc
 
 
 _CUDA_ALLOCATORS = {"torch": _torch_cuda_empty, "cupy": _cupy_empty}
