@@ -223,26 +223,36 @@ def select(cases: list[Case], *, dtypes=None, rows=None, widths=None, ks=None, d
 
 # -- timing -------------------------------------------------------------------------------------
 
+def _event_us(torch, fn) -> float:
+    """GPU time (us) of one call of fn on torch's current stream, from CUDA events."""
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    stop.record()
+    stop.synchronize()
+    return start.elapsed_time(stop) * 1e3
+
+
 def _time(torch, fn, flush, iters: int) -> float:
     """Median GPU time of fn in microseconds from CUDA events, L2 flushed before each call
-    (``flush`` None: not flushed, for graphs that flush themselves)."""
+    (``flush`` None: not flushed)."""
     fn()
     times = []
     for _ in range(iters):
         if flush is not None:
             flush.zero_()
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop) * 1e3)
+        times.append(_event_us(torch, fn))
     return statistics.median(times)
 
 
 def _time_graph(torch, fn, flush, iters: int) -> float | None:
     """GPU time of fn (us) under CUDA-graph replay: graph [flush; fn] minus graph [flush], so that
-    host launch gaps do not count. None when fn cannot be captured."""
+    host launch gaps do not count. None when fn cannot be captured.
+
+    The two graphs replay in alternation, either first by turns, and the result is the median of
+    each pair's difference: the flush (512 MiB written, ~130 us on an H200) dwarfs a few-row
+    top-k (~8 us), so a drift of the flush's time between two separate medians would show as
+    a top-k's time several times over."""
     try:
         fn()  # kernels loaded and outputs allocated outside the capture
         torch.cuda.synchronize()
@@ -255,7 +265,17 @@ def _time_graph(torch, fn, flush, iters: int) -> float | None:
     except Exception:  # a capture failure costs this column only, not the benchmark
         torch.cuda.synchronize()
         return None
-    return max(0.0, _time(torch, both.replay, None, iters) - _time(torch, flush_only.replay, None, iters))
+    both.replay()
+    flush_only.replay()
+    differences = []
+    for i in range(iters):
+        if i % 2:
+            alone = _event_us(torch, flush_only.replay)
+            differences.append(_event_us(torch, both.replay) - alone)
+        else:
+            with_fn = _event_us(torch, both.replay)
+            differences.append(with_fn - _event_us(torch, flush_only.replay))
+    return max(0.0, statistics.median(differences))
 
 
 def _time_wall(torch, fn, flush, iters: int) -> float:

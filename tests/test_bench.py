@@ -41,6 +41,84 @@ def cases_for(*args):
     return bench_cli._cases(cli.build_parser().parse_args(["bench", *args]))
 
 
+# -- graph timing, on a simulated GPU timeline ------------------------------------------------
+
+class SimulatedGPU:
+    """A stand-in for torch's CUDA events and graphs on one stream: work advances a clock; the
+    flush's time grows with every flush (clocks drifting over a run), the top-k's stays fixed."""
+
+    def __init__(self, flush_us, topk_us, drift_a_flush):
+        self.now_ms, self.flushes, self.capturing = 0.0, 0, None
+        self.flush_us, self.topk_us, self.drift = flush_us, topk_us, drift_a_flush
+        gpu = self
+
+        class Event:
+            def __init__(self, enable_timing):
+                self.at_ms = None
+
+            def record(self):
+                self.at_ms = gpu.now_ms
+
+            def synchronize(self):
+                pass
+
+            def elapsed_time(self, stop):
+                return stop.at_ms - self.at_ms
+
+        class CUDAGraph:
+            def __init__(self):
+                self.work = []
+
+            def replay(self):
+                for step in self.work:
+                    step()
+
+        class Capture:
+            def __init__(self, graph):
+                self.graph = graph
+
+            def __enter__(self):
+                gpu.capturing = self.graph
+
+            def __exit__(self, *exc):
+                gpu.capturing = None
+
+        self.cuda = type("cuda", (), {"Event": Event, "CUDAGraph": CUDAGraph, "graph": Capture,
+                                      "synchronize": staticmethod(lambda: None)})
+
+    def run(self, step):
+        if self.capturing is not None:
+            self.capturing.work.append(step)
+        else:
+            step()
+
+    def flush_step(self):
+        self.flushes += 1
+        self.now_ms += self.flush_us * (1 + self.drift * self.flushes) / 1e3
+
+    def topk_step(self):
+        self.now_ms += self.topk_us / 1e3
+
+    def zero_(self):
+        self.run(self.flush_step)
+
+    def topk(self):
+        self.run(self.topk_step)
+
+
+def test_graph_time_follows_the_topk_while_the_flush_drifts():
+    # A 130 us flush that slows 0.2% a flush (~20% over this run) under an 8 us top-k: two
+    # medians taken one after the other would differ by ~13 us of drift alone.
+    gpu = SimulatedGPU(flush_us=130.0, topk_us=8.0, drift_a_flush=0.002)
+    us = bench._time_graph(gpu, gpu.topk, gpu, 50)
+    assert abs(us - 8.0) < 0.5, us
+
+
+def test_graph_time_without_drift_is_the_topk():
+    gpu = SimulatedGPU(flush_us=130.0, topk_us=3.25, drift_a_flush=0.0)
+    assert bench._time_graph(gpu, gpu.topk, gpu, 9) == pytest.approx(3.25)
+
+
 # -- cases --------------------------------------------------------------------------------------
 
 def test_standard_grid():

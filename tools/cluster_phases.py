@@ -38,7 +38,7 @@ parser.add_argument("--warm", action="store_true",
                     help="no L2 flush before each call: the row and the kernel's code may be in L2")
 parser.add_argument("--json", type=Path, help="write the results here")
 parser.add_argument("--replays", type=int, default=50,
-                    help="graph replays a median of the first table (default 50; each time is two medians' difference)")
+                    help="graph replays a median of the first table (default 50: pairs of [flush; top-k] and [flush])")
 args = parser.parse_args()
 if args.warm and (args.dists or not args.phases):
     parser.error("--warm reports clock64 cycles only (its graph times undercount): use it with --phases, without --dists")
