@@ -239,6 +239,55 @@ __device__ __forceinline__ u32 row_bits(u32 vi, u32 first, u32 last) {
     return ((1u << hi) - 1) & ~((1u << lo) - 1);
 }
 
+// This thread's elements of vector `raw` at or above t0 among those in `bits`, and in `above`
+// whether one of them is above t0.
+__device__ __forceinline__ u32 at_or_above(const Vec& raw, u32 bits, u32 t0, bool& above) {
+    Vec kv = raw;
+    to_keys(kv);
+    clear_keys(kv, t0, bits);
+    u32 n = 0;
+    above = false;
+#pragma unroll
+    for (int e = 0; e < DS_VEC; ++e) {
+        n += kv.b[e] != 0;
+        above |= (u32)kv.b[e] > t0;
+    }
+    return n;
+}
+
+// Clears from `valid` the vectors that hold no element above t0 and come after k of this CTA's
+// elements at or above t0 in column order: each of their elements then has k before it that
+// rank higher (a larger key, or the same key and a lower column), so none is a winner, and
+// the elements above K are all kept. For rows where most vectors reach T0 because many elements
+// share its key (all equal, few distinct values, mostly -inf), which the prefilter keeps whole:
+// the compaction, the passes and the counts then went over every vector (1 x 1M bf16 all equal,
+// k = 2048: 68,300 cycles a CTA, 46,300 with this, against 29,600 for normal rows, H200). The
+// vectors' counts (at most 8) cross the barrier packed 4 bits a vector, their flags a bit a
+// vector: made again after it from the raw values instead, the 1024 x 8 tiers spilled (4 -> 300
+// bytes, sm_90a).
+__device__ __forceinline__ void drop_late_ties(const Vec (&x)[V], u64& valid, u32 t0, u32 k, u32* warp_totals) {
+    static_assert(V <= 16 && DS_VEC <= 8, "a count of 0..8 a vector in 4 bits of a u64");
+    u64 counts = 0;
+    u32 above = 0, run = 0;
+#pragma unroll
+    for (int u = 0; u < V; ++u) {
+        bool a;
+        const u32 n = at_or_above(x[u], vec_bits(valid, u), t0, a);
+        counts |= (u64)n << (4 * u);
+        above |= (u32)a << u;
+        run += n;
+    }
+    u32 seen[1] = {0};  // this CTA's elements at or above t0 in the columns before this thread's slot
+    warp_offsets<NT, 1>(__reduce_add_sync(DS_FULL_MASK, run), seen, warp_totals);
+#pragma unroll
+    for (int u = 0; u < V; ++u) {
+        const u32 n = (u32)(counts >> (4 * u)) & 15;
+        const u32 incl = warp_inclusive_sum(n);
+        if (seen[0] + incl - n >= k && !(above >> u & 1)) valid &= ~((u64)((1u << DS_VEC) - 1) << (u * DS_VEC));
+        seen[0] += __shfl_sync(DS_FULL_MASK, incl, 31);
+    }
+}
+
 // The prefiltered tiers' vectors left in `valid` move to shared memory in column order:
 // keys[i] and cols[i] (its vector offset in the CTA's slice, from vector cta_v on). From then
 // on slot u of lane l of warp w is candidate (w x rounds + u) x 32 + l, rounds = ceil(count /
@@ -248,21 +297,33 @@ __device__ __forceinline__ u32 row_bits(u32 vi, u32 first, u32 last) {
 // its candidates into keys, with key 0 (a NaN's pattern, no element's key) for the elements
 // outside the row or below t0 (below K: neither winners nor in K's bucket): done before the
 // move, on every vector a thread holds (the stores are predicated), that cost ~2,800 issue
-// cycles of each SM sub-partition (1 x 1M bf16, ncu). `valid` becomes the candidates' (nonzero
-// keys). Returns rounds.
-__device__ __forceinline__ u32 compact(const Vec (&x)[V], u64& valid, u32 t0, uint4* keys, u16* cols, u32* warp_totals,
-                                       u32 cta_v, u32 first, u32 last) {
+// cycles of each SM sub-partition (1 x 1M bf16, ncu). Where more vectors than threads are left,
+// drop_late_ties first clears those no winner can come from. `valid` becomes the candidates'
+// (nonzero keys). Returns rounds.
+__device__ __forceinline__ u32 compact(const Vec (&x)[V], u64& valid, u32 t0, u32 k, uint4* keys, u16* cols,
+                                       u32* warp_totals, u32 cta_v, u32 first, u32 last) {
     const u32 lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     // Ranks in column order (slot_ranks' layout) from a ballot a slot, taken again for the
     // stores: an array of the ranks spilled.
-    u32 kept = 0, run = 0;
+    u32 kept, before[1];
+    const auto rank_kept = [&] {
+        kept = 0;
+        u32 run = 0;
 #pragma unroll
-    for (int u = 0; u < V; ++u) {
-        kept |= (u32)(vec_bits(valid, u) != 0) << u;
-        run += __popc(__ballot_sync(DS_FULL_MASK, kept >> u & 1));
+        for (int u = 0; u < V; ++u) {
+            kept |= (u32)(vec_bits(valid, u) != 0) << u;
+            run += __popc(__ballot_sync(DS_FULL_MASK, kept >> u & 1));
+        }
+        before[0] = 0;
+        return warp_offsets<NT, 1>(run, before, warp_totals);
+    };
+    u32 count = rank_kept();
+    // More vectors left than threads: normal rows keep a few hundred a CTA (1M-element rows,
+    // k = 2048); rows of many equal keys at T0 keep nearly all.
+    if (t0 && count > NT) {
+        drop_late_ties(x, valid, t0, k, warp_totals);
+        count = rank_kept();
     }
-    u32 before[1] = {0};
-    const u32 count = warp_offsets<NT, 1>(run, before, warp_totals);
     u32 pos = before[0];
 #pragma unroll
     for (int u = 0; u < V; ++u) {
@@ -396,7 +457,7 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS, 1) DS_ENTRY(const Param
             __syncthreads();
             row_top(split, rank, sh);
         }
-        rounds = compact(x, valid, t0, candidate_keys, cols, sh.warp_totals, cta_v, first, last);
+        rounds = compact(x, valid, t0, k, candidate_keys, cols, sh.warp_totals, cta_v, first, last);
     } else {
         row_top(split, rank, sh);
     }

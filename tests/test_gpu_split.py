@@ -155,6 +155,24 @@ def test_radix_rows_filling_each_tier(dtype, tier):
         assert (split, vectors) in _radix_plans()
 
 
+@pytest.mark.parametrize("dtype, tier", [("bfloat16", 2), ("bfloat16", 3), ("float16", 3), ("float32", 3)])
+@pytest.mark.parametrize("name", ["all_equal", "few_distinct", "few_finite", "all_neg_inf", "signed_zeros", "many_zeros"])
+def test_heavy_ties_in_the_prefiltered_tiers(dtype, tier, name):
+    # Rows where most vectors reach the prefilter's bound T0 because many elements share its
+    # key: each CTA drops its vectors with nothing above T0 that come after k of its elements at
+    # or above T0 (topk_cluster.cu, drop_late_ties). Row 1's one larger value sits in the last
+    # column, row 2's just past the middle (early in a later CTA's slice): both must win.
+    width = _radix_width(dtype, tier)
+    x = distributions.make(name, 3, width, dtype, seed=tier)
+    x[1, -1] = 1000
+    x[2, width // 2 + 1] = 1000
+    with backend.forced_split(16, SPLIT_RADIX):
+        for k in (100, 2048, 4096):
+            check(x, k, indices_type="int32")
+        check(x, 2048, sorted=True)
+    assert (16, _radix_tier(dtype, tier)[1]) in _radix_plans()
+
+
 @pytest.mark.parametrize("dtype", ["bfloat16", "float32", "float16"])
 @pytest.mark.parametrize("k", [1, 100, 512, 1024, 2048, 4096])
 def test_radix_one_cta_a_row(dtype, k):
