@@ -173,6 +173,28 @@ def test_heavy_ties_in_the_prefiltered_tiers(dtype, tier, name):
     assert (16, _radix_tier(dtype, tier)[1]) in _radix_plans()
 
 
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+def test_heavy_ties_with_ranges_and_nan(dtype):
+    # drop_late_ties with begin and end off the 16-byte boundary (partial end vectors) and with
+    # NaN as T0's key: row 0 all equal, row 1 -inf but for ~200 columns, row 2 NaN in every
+    # 100th column among normal values (more than k NaNs: under "propagate" they are the
+    # largest, their ties broken by column).
+    tier = 3
+    width = _radix_width(dtype, tier) - 64
+    x = distributions.make("normal", 3, width, dtype, seed=11)
+    x[0] = 0.5
+    x[1] = -np.inf
+    x[1, ::5000] = 1.0
+    x[2, ::100] = np.nan
+    begin = np.array([3, 0, 1], np.int32)
+    end = np.array([width - 5, width - 9, width], np.int32)
+    with backend.forced_split(16, SPLIT_RADIX):
+        for policy in ("sentinel", "propagate"):
+            check(x, 2048, begin=begin, end=end, nan_policy=policy)
+            check(x, 2048, begin=begin, end=end, nan_policy=policy, sorted=True)
+    assert (16, _radix_tier(dtype, tier)[1]) in _radix_plans()
+
+
 @pytest.mark.parametrize("dtype", ["bfloat16", "float32", "float16"])
 @pytest.mark.parametrize("k", [1, 100, 512, 1024, 2048, 4096])
 def test_radix_one_cta_a_row(dtype, k):

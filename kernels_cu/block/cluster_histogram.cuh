@@ -77,7 +77,7 @@ struct ClusterHistogram {
     }
 
     // The warp that counts every CTA's elements above each pass's digit, after the pick, into
-    // sh.above (the last warp: in the compacting tiers it holds no candidates).
+    // sh.above (the last warp: in the compacting tiers it holds no candidates on normal rows).
     __device__ static __forceinline__ bool counting() { return threadIdx.x >= NT - 32; }
 
     // place()'s take and start (after a barrier that follows it).
