@@ -300,7 +300,7 @@ __device__ __forceinline__ void drop_late_ties(const Vec (&x)[V], u64& valid, u3
 // cycles of each SM sub-partition (1 x 1M bf16, ncu). Where more vectors than threads are left,
 // drop_late_ties first clears those no winner can come from. `valid` becomes the candidates'
 // (nonzero keys). Returns rounds.
-__device__ __forceinline__ u32 compact(const Vec (&x)[V], u64& valid, u32 t0, u32 k, uint4* keys, u16* cols,
+__device__ __forceinline__ u32 compact(const Vec (&x)[V], u64& valid, u32 t0, u32 top, u32 k, uint4* keys, u16* cols,
                                        u32* warp_totals, u32 cta_v, u32 first, u32 last) {
     const u32 lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     // Ranks in column order (slot_ranks' layout) from a ballot a slot, taken again for the
@@ -318,9 +318,12 @@ __device__ __forceinline__ u32 compact(const Vec (&x)[V], u64& valid, u32 t0, u3
         return warp_offsets<NT, 1>(run, before, warp_totals);
     };
     u32 count = rank_kept();
-    // More vectors left than threads: normal rows keep a few hundred a CTA (1M-element rows,
-    // k = 2048); rows of many equal keys at T0 keep nearly all.
-    if (t0 && count > NT) {
+    // Rows of many equal keys at T0 keep nearly every vector: T0 is then the row's largest key
+    // (all equal, the top value more than k times) or -inf's (fewer than k finite). Normal rows
+    // keep a few hundred a CTA (1M-element rows, k = 2048), but thousands where a CTA's share
+    // of k is its thread count (clusters of two at k = 2048: T0 near the least thread maximum),
+    // with almost nothing to drop.
+    if (count > NT && (t0 == top || t0 == key_of((bits_t)DS_NEG_INF_WORD))) {
         drop_late_ties(x, valid, t0, k, warp_totals);
         count = rank_kept();
     }
@@ -457,7 +460,7 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS, 1) DS_ENTRY(const Param
             __syncthreads();
             row_top(split, rank, sh);
         }
-        rounds = compact(x, valid, t0, k, candidate_keys, cols, sh.warp_totals, cta_v, first, last);
+        rounds = compact(x, valid, t0, sh.top, k, candidate_keys, cols, sh.warp_totals, cta_v, first, last);
     } else {
         row_top(split, rank, sh);
     }

@@ -159,9 +159,11 @@ def test_radix_rows_filling_each_tier(dtype, tier):
 @pytest.mark.parametrize("name", ["all_equal", "few_distinct", "few_finite", "all_neg_inf", "signed_zeros", "many_zeros"])
 def test_heavy_ties_in_the_prefiltered_tiers(dtype, tier, name):
     # Rows where most vectors reach the prefilter's bound T0 because many elements share its
-    # key: each CTA drops its vectors with nothing above T0 that come after k of its elements at
-    # or above T0 (topk_cluster.cu, drop_late_ties). Row 1's one larger value sits in the last
-    # column, row 2's just past the middle (early in a later CTA's slice): both must win.
+    # key: where T0 is the row's largest key or -inf's, each CTA drops its vectors with nothing
+    # above T0 that come after k of its elements at or above T0 (topk_cluster.cu,
+    # drop_late_ties). Row 1's one larger value sits in the last column, row 2's just past the
+    # middle (early in a later CTA's slice): both must win, whether the drop runs (T0 at -inf)
+    # or not (T0 below them).
     width = _radix_width(dtype, tier)
     x = distributions.make(name, 3, width, dtype, seed=tier)
     x[1, -1] = 1000

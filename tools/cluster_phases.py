@@ -56,8 +56,8 @@ EDITS = {
         ("    const u32 least = __reduce_min_sync(DS_FULL_MASK, top_key);\n",
          "    DS_MARK(13);\n    const u32 least = __reduce_min_sync(DS_FULL_MASK, top_key);\n"),
         ("    const u32 t0 = sh.t0;\n", "    const u32 t0 = sh.t0;\n    DS_MARK(11);\n"),
-        ("        rounds = compact(x, valid, t0, k, candidate_keys, cols, sh.warp_totals, cta_v, first, last);\n",
-         "        rounds = compact(x, valid, t0, k, candidate_keys, cols, sh.warp_totals, cta_v, first, last);\n"
+        ("        rounds = compact(x, valid, t0, sh.top, k, candidate_keys, cols, sh.warp_totals, cta_v, first, last);\n",
+         "        rounds = compact(x, valid, t0, sh.top, k, candidate_keys, cols, sh.warp_totals, cta_v, first, last);\n"
          "        DS_MARK(12);\n"),
         ("        u32* h = hist.begin(sh.sel);\n        u32 below = 0, neg_inf = 0;\n",
          "        DS_MARK(14);\n        u32* h = hist.begin(sh.sel);\n        u32 below = 0, neg_inf = 0;\n"),
