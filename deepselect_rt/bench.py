@@ -234,13 +234,11 @@ def _event_us(torch, fn) -> float:
 
 
 def _time(torch, fn, flush, iters: int) -> float:
-    """Median GPU time of fn in microseconds from CUDA events, L2 flushed before each call
-    (``flush`` None: not flushed)."""
+    """Median GPU time of fn in microseconds from CUDA events, L2 flushed before each call."""
     fn()
     times = []
     for _ in range(iters):
-        if flush is not None:
-            flush.zero_()
+        flush.zero_()
         times.append(_event_us(torch, fn))
     return statistics.median(times)
 
@@ -267,14 +265,13 @@ def _time_graph(torch, fn, flush, iters: int) -> float | None:
         return None
     both.replay()
     flush_only.replay()
+    graphs = (both, flush_only)
     differences = []
     for i in range(iters):
-        if i % 2:
-            alone = _event_us(torch, flush_only.replay)
-            differences.append(_event_us(torch, both.replay) - alone)
-        else:
-            with_fn = _event_us(torch, both.replay)
-            differences.append(with_fn - _event_us(torch, flush_only.replay))
+        us = [0.0, 0.0]
+        for j in ((0, 1) if i % 2 == 0 else (1, 0)):
+            us[j] = _event_us(torch, graphs[j].replay)
+        differences.append(us[0] - us[1])
     return max(0.0, statistics.median(differences))
 
 

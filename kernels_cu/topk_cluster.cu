@@ -262,9 +262,10 @@ __device__ __forceinline__ u32 at_or_above(const Vec& raw, u32 bits, u32 t0, boo
 // share its key (all equal, few distinct values, mostly -inf), which the prefilter keeps whole:
 // the compaction, the passes and the counts then went over every vector (1 x 1M bf16 all equal,
 // k = 2048: 68,300 cycles a CTA, 46,300 with this, against 29,600 for normal rows, H200). The
-// vectors' counts (at most 8) cross the barrier packed 4 bits a vector, their flags a bit a
-// vector: made again after it from the raw values instead, the 1024 x 8 tiers spilled (4 -> 300
-// bytes, sm_90a).
+// ranks are slot_ranks' over counts packed 4 bits a vector (at most 8), the flags a bit a
+// vector: slot_ranks itself, over arrays of counts and ranks, spilled in float32's 512 x 16 tier
+// (0 -> 8 bytes), and counts made again from the raw values after the barrier spilled 300 bytes
+// in the 1024 x 8 tiers (sm_90a).
 __device__ __forceinline__ void drop_late_ties(const Vec (&x)[V], u64& valid, u32 t0, u32 k, u32* warp_totals) {
     static_assert(V <= 16 && DS_VEC <= 8, "a count of 0..8 a vector in 4 bits of a u64");
     u64 counts = 0;
