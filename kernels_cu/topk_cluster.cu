@@ -44,12 +44,12 @@ struct Shared {
     u32 warp_totals[NT / 32];
     u32 warp_tops[NT / 32];  // each warp's largest key (the tiers without the prefilter)
     alignas(16) u32 prefilter_hist[3][256];  // the prefilter's select in the CTA (OneBarrierHistogram)
-    // Every CTA's largest key (.z), and its prefilter bounds t_c (.x) and m_c (.y) where it runs,
-    // pushed by it: the one exchange before the digit passes.
+    // Every CTA's largest key (.z), and its prefilter bounds t_c (.x), m_c (.y) and t_k (.w)
+    // where it runs, pushed by it: the one exchange before the digit passes.
     uint4 bounds[MAX_CLUSTER];
     u64 bounds_arrived;  // the mbarrier of the pushed bounds
-    u32 least_max;     // the least of this CTA's threads' maxima (m_c)
-    u32 cta_max;       // the largest of them (the prefiltered tiers)
+    u32 least_max;     // the least of the maxima this CTA's threads offer the prefilter (m_c)
+    u32 cta_max;       // this CTA's largest key (the prefiltered tiers)
     u32 t0;            // the prefilter's bound, from every CTA's bounds
     u32 top;           // the row's largest key, from every CTA's
 };
@@ -84,17 +84,20 @@ constexpr u32 KEYS_OFFSET = COLS_OFFSET + (CANDIDATES * (u32)sizeof(u16) + 15) /
 constexpr u32 GATHER_OFFSET = KEYS_OFFSET + CANDIDATES * (u32)sizeof(uint4);
 static_assert(COLS_OFFSET <= 41984, "deepselect_rt/cuda/plan.py's _RADIX_SCRATCH_BYTES covers Shared");
 
-// A key at or below every element of v: the key of its packed maximum (the maximum of the two
-// halves' keys for the 16-bit dtypes). Not keys of the elements: those the compiler keeps
-// live across the later passes, and they spill.
-__device__ __forceinline__ u32 vec_top_key(const Vec& v) {
-    const u32 w = vec_max(v);
+// The key of a packed maximum w of elements (the larger of the two halves' keys for the 16-bit
+// dtypes): a key at or above each of them, and one of theirs. Not keys of the elements: those the
+// compiler keeps live across the later passes, and they spill.
+__device__ __forceinline__ u32 word_top_key(u32 w) {
 #if DS_DTYPE == 0
     return key_of(w);
 #else
     return max(key_of((bits_t)w), key_of((bits_t)(w >> 16)));
 #endif
 }
+__device__ __forceinline__ u32 vec_top_key(const Vec& v) { return word_top_key(vec_max(v)); }
+
+// The most groups of its vectors whose maxima a thread offers the prefilter.
+constexpr u32 GROUPS = 4;
 
 // Tiers of at most two vectors a thread turn their elements into keys once, after the load
 // (two at a time for the 16-bit dtypes), the prefiltered ones when they compact (the prefilter
@@ -168,44 +171,75 @@ __device__ __forceinline__ void row_top(u32 split, u32 rank, Shared& sh) {
 }
 
 // Clears from `valid` the vectors whose elements are all below T0, a key at or below the row's
-// k-th largest. Each CTA finds, by a radix select over its threads' maxima (slack a quarter),
-// a key t_c at or below kc = ceil(k / split) of them, and the least of them, m_c (at or below
-// all NT). The CTAs push both to one another; any key t for which the CTAs' maxima known to be
-// at or above it (NT where m_c >= t, else kc where t_c >= t) number at least k is such a
-// bound, as they are distinct elements, and T0 is the largest t among the pushed keys. The
-// least t_c always qualifies; m_c serves rows whose largest values lie in a few CTAs' slices
-// (ascending rows: there the least t_c kept nearly every vector of the other CTAs, 1 x 1M
-// bf16 k = 2048 took 54.6 us where the select over the cluster's histograms took 41). (Slots
-// without an element hold -inf: a thread with none offers -inf, counted only when t, and so
-// T0, is at or below -inf's key, the least key of an element, and then nothing is cleared.)
-// The selects stay in each CTA and the cluster exchanges two keys a CTA: the same select over
-// the cluster's summed histograms took two exchanges, ~4,600 cycles each (1 x 1M bf16, H200).
-// The select that follows sees every element at or above T0, so it finds the same K; whole
-// vectors are cleared, and the elements below T0 left in a kept vector are selected over like
-// any other. top_key: the key of this thread's largest element.
-__device__ __forceinline__ u32 prefilter(const Vec (&x)[V], u64& valid, u32 top_key, u32 k, u32 split, u32 rank,
+// k-th largest. Each thread offers the maxima of g groups of its vectors (g = V / gsize), and
+// each CTA finds, by a radix select over them (slack a quarter), a key t_c at or below kc =
+// ceil(k / split) of them, and the least of them, m_c (at or below all NT x g); in clusters of
+// at most four also a key t_k at or below k of them. The CTAs push these to one another; any
+// key t for which the CTAs' maxima known to be at or above it (per CTA the most of NT x g where
+// m_c >= t, k where t_k >= t, kc where t_c >= t) number at least k is such a bound, as they are
+// distinct elements, and T0 is the largest t among the pushed keys. The least t_c always
+// qualifies; m_c serves rows whose largest values lie in a few CTAs' slices (ascending rows:
+// there the least t_c kept nearly every vector of the other CTAs, 1 x 1M bf16 k = 2048 took
+// 54.6 us where the select over the cluster's histograms took 41); t_k does where one CTA of
+// few holds most of them (the real indexer rows in clusters of two, whose late columns score
+// high: the least t_c kept 700-3,500 vectors a CTA at k = 512 where t_k keeps ~530, NumPy model).
+// g makes the ranks a quarter of the groups holding an element: in clusters of two a CTA's
+// share of k = 2048 is its thread count, where the threads' maxima kept ~4,900 of 8,192 vectors
+// of normal rows and eight groups keep ~1,000; causal rows fill half their tier's threads.
+// (Groups without an element offer -inf, counted only when t, and so T0, is at or below
+// -inf's key, the least key of an element, and then nothing is cleared.) The selects stay in
+// each CTA and the cluster exchanges three keys a CTA: the same select over the cluster's summed
+// histograms took two exchanges, ~4,600 cycles each (1 x 1M bf16, H200). The select that
+// follows sees every element at or above T0, so it finds the same K; whole vectors are cleared,
+// and the elements below T0 left in a kept vector are selected over like any other. per: the
+// vectors of the CTA's slice.
+__device__ __forceinline__ u32 prefilter(const Vec (&x)[V], u64& valid, u32 k, u32 split, u32 rank, u32 per,
                                          Shared& sh) {
-    const u32 least = __reduce_min_sync(DS_FULL_MASK, top_key);
-    if ((threadIdx.x & 31) == 0) atomicMin(&sh.least_max, least);  // the select's barriers order it
     const u32 kc = (k + split - 1) / split;
+    const bool by_k = split <= 4 && NT * V >= k;
+    const u32 want = (4 * (by_k ? k : kc) * V + per - 1) / per;  // groups a thread for 4 x the rank
+    u32 groups = 1;
+    while (groups < GROUPS && groups < want) groups <<= 1;
+    const u32 lg = 31 - __clz(V / groups);  // vector u is in group u >> lg
+    u32 gk[GROUPS] = {};  // the groups' maxima as keys
+#pragma unroll
+    for (int u = 0; u < V; ++u) {
+        const u32 key = vec_top_key(x[u]), g = (u32)u >> lg;
+#pragma unroll
+        for (u32 j = 0; j < GROUPS; ++j)
+            if (g == j) gk[j] = max(gk[j], key);
+    }
+    u32 least = ~0u;
+#pragma unroll
+    for (u32 j = 0; j < GROUPS; ++j)
+        if (j < groups) least = min(least, gk[j]);
+    least = __reduce_min_sync(DS_FULL_MASK, least);
+    if ((threadIdx.x & 31) == 0) atomicMin(&sh.least_max, least);  // the select's barriers order it
+    const auto fill = [&](u32* h, int shift, const Digits& d) {
+#pragma unroll
+        for (u32 j = 0; j < GROUPS; ++j)
+            if (j < groups) hist_add(h, (gk[j] >> shift) & 255, (gk[j] & (u32)d.mask) == (u32)d.prefix);
+    };
     OneBarrierHistogram<NT> local{sh.prefilter_hist};
-    const u32 mine = (u32)radix_digits(DS_ELEM_BITS - 8, kc, kc / 4, sh.sel, local, [&](u32* h, int shift, const Digits& d) {
-        hist_add(h, (top_key >> shift) & 255, (top_key & (u32)d.mask) == (u32)d.prefix);
-    }).prefix;
-    push_to_cluster(sh.bounds, &sh.bounds_arrived, make_uint4(mine, sh.least_max, threadIdx.x < split ? cta_top(sh) : 0, 0),
+    const u32 tc = (u32)radix_digits(DS_ELEM_BITS - 8, kc, kc / 4, sh.sel, local, fill).prefix;
+    const u32 tk = by_k ? (u32)radix_digits(DS_ELEM_BITS - 8, k, k / 4, sh.sel, local, fill).prefix : 0;
+    push_to_cluster(sh.bounds, &sh.bounds_arrived,
+                    make_uint4(tc, sh.least_max, threadIdx.x < split ? cta_top(sh) : 0, tk),
                     split, rank);
     if (threadIdx.x < 32) {
         mbar_wait(&sh.bounds_arrived, 0);
         __syncwarp();  // this CTA's own bounds, stored by lane `rank`
-        // Lane c holds t_c, lane 16 + c m_c: each counts the maxima known at or above its key.
-        const u32 lane = threadIdx.x, c = lane & 15;
-        const u32 t = c < split ? (lane < 16 ? sh.bounds[c].x : sh.bounds[c].y) : 0;
-        u32 known = 0;
+        // Lane c holds t_c and t_k, lane 16 + c m_c: each counts the maxima known at or above them.
+        const u32 lane = threadIdx.x, c = lane & 15, all = NT * groups;
+        const uint4 mine = c < split ? sh.bounds[c] : make_uint4(0, 0, 0, 0);
+        const u32 t = lane < 16 ? mine.x : mine.y, t2 = lane < 16 ? mine.w : 0;
+        u32 known = 0, known2 = 0;
         for (u32 j = 0; j < split; ++j) {
-            const u32 tj = __shfl_sync(DS_FULL_MASK, t, j), mj = __shfl_sync(DS_FULL_MASK, t, 16 + j);
-            known += mj >= t ? NT : tj >= t ? kc : 0;
+            const uint4 b = sh.bounds[j];
+            known += b.y >= t ? all : max(b.w >= t ? k : 0, b.x >= t ? kc : 0);
+            known2 += b.y >= t2 ? all : max(b.w >= t2 ? k : 0, b.x >= t2 ? kc : 0);
         }
-        const u32 best = __reduce_max_sync(DS_FULL_MASK, c < split && known >= k ? t : 0);
+        const u32 best = __reduce_max_sync(DS_FULL_MASK, c < split ? max(known >= k ? t : 0, known2 >= k ? t2 : 0) : 0);
         if (lane == 0) sh.t0 = best;
         store_row_top(split, sh);
     }
@@ -451,12 +485,10 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS, 1) DS_ENTRY(const Param
         u32 word = DS_NEG_INF_WORD;
 #pragma unroll
         for (int u = 0; u < V; ++u) word = max2_nan(word, vec_max(x[u]));
-        Vec w;
-        w.v = make_uint4(word, word, word, word);
-        top = vec_top_key(w);
+        top = word_top_key(word);
         warp_top(top);
         if (n > k && split * NT >= k) {
-            t0 = prefilter(x, valid, top, k, split, rank, sh);
+            t0 = prefilter(x, valid, k, split, rank, per, sh);
         } else {
             __syncthreads();
             row_top(split, rank, sh);

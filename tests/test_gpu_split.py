@@ -325,6 +325,48 @@ def test_radix_prefilter_bound_from_the_top_ctas(dtype, tier):
     assert (16, _radix_tier(dtype, tier)[1]) in _radix_plans()
 
 
+@pytest.mark.parametrize("dtype,tier", [("bfloat16", 2), ("bfloat16", 3), ("float16", 3), ("float32", 3)])
+@pytest.mark.parametrize("split", [2, 4])
+def test_radix_prefilter_in_small_clusters(dtype, tier, split):
+    # Clusters of at most four also bound T0 by each CTA's key at or below k of its maxima
+    # (t_k), and threads offer up to four groups' maxima where the rank is a large share of the
+    # slice (topk_cluster.cu, prefilter): rows whose largest values sit in one CTA's slice (an
+    # ascending ramp, the last quarter raised, the first eighth raised), a causal row (-inf past
+    # a third), a row ending early (its `end`: the later threads hold nothing) and a normal row.
+    threads, vectors = _radix_tier(dtype, tier)
+    width = threads * vectors * split * (16 // ITEMSIZE[dtype]) - 3
+    rows = distributions.make("normal", 6, width, "float32", seed=split * 10 + tier)
+    rows[0] = np.linspace(-1, 1, width, dtype=np.float32)
+    rows[1, -width // 4:] += 50
+    rows[2, : width // 8] += 50
+    rows[3, width // 3:] = -np.inf
+    end = np.array([width, width, width, width, width * 3 // 8, width], np.int32)
+    x = rows.astype(numpy_dtype(dtype))
+    with backend.forced_split(split, SPLIT_RADIX):
+        for k in (100, 512, 1024, 2048, 4096):
+            check(x, k, end=end, indices_type="int32")
+        check(x, 2048, end=end, sorted=True)
+    assert (split, vectors) in _radix_plans()
+
+
+def test_real_fixtures_in_clusters_of_two(fixtures_dir):
+    # The indexer rows as 32-66 rows of them run (radix_split: clusters of two), with their
+    # causal ends: most of their top values lie in the later half, one CTA's slice.
+    import json
+
+    import ml_dtypes
+
+    _radix_tier("bfloat16", 3)
+    meta = json.loads((fixtures_dir / "indexer_scores.json").read_text())
+    bf = np.load(fixtures_dir / "indexer_scores_bf16.npy").view(ml_dtypes.bfloat16)
+    end = np.array([r["end"] for r in meta["rows"]], np.int32)
+    with backend.forced_split(2, SPLIT_RADIX):
+        for k in (512, 1024, 2048):
+            check(bf, k, end=end, indices_type="int32", return_value=False, nan_policy="sentinel")
+        check(bf, 2048, end=end, sorted=True)
+    assert (2, RADIX_TIERS["bfloat16"][3][1]) in _radix_plans()
+
+
 @pytest.mark.parametrize("dtype", ["bfloat16", "float32", "float16"])
 @pytest.mark.parametrize("tier", range(4))
 def test_radix_nan_flag_in_every_tier(dtype, tier):

@@ -42,6 +42,12 @@ __device__ __forceinline__ void hist_add(u32* hist, u32 bin, bool active) {
     if (active) atomicAdd(&hist[bin], 1u);
 }
 
+// The digit a pass picks: the bin holding the remaining-th largest element, the elements in the
+// bins above it, and its own count.
+struct Pick {
+    u32 digit, above, bucket;
+};
+
 // The digits found so far: the `bucket` elements whose bits under `mask` equal `prefix` hold
 // the k-th largest, and `remaining` of them belong to the k largest.
 struct Digits {
@@ -50,12 +56,14 @@ struct Digits {
 
     // Whether keeping the whole bucket keeps at most `slack` more than the k largest.
     __device__ __forceinline__ bool within(u32 slack) const { return bucket - remaining <= slack; }
-};
 
-// The digit a pass picks: the bin holding the remaining-th largest element, the elements in the
-// bins above it, and its own count.
-struct Pick {
-    u32 digit, above, bucket;
+    // The digit at `shift` a pass picked.
+    __device__ __forceinline__ void add(const Pick& got, int shift) {
+        remaining -= got.above;
+        bucket = got.bucket;
+        prefix |= (u64)got.digit << shift;
+        mask |= (u64)255 << shift;
+    }
 };
 
 // Histograms of one CTA: fill and pick in the same shared array.
@@ -138,11 +146,7 @@ __device__ __forceinline__ void refine_digits(Digits& d, int top, int bottom, u3
                                               Fill fill) {
     for (int shift = top; shift >= bottom; shift -= 8) {
         fill(hist.begin(s), shift, d);
-        const Pick got = hist.pick(s, d.remaining);
-        d.remaining -= got.above;
-        d.bucket = got.bucket;
-        d.prefix |= (u64)got.digit << shift;
-        d.mask |= (u64)255 << shift;
+        d.add(hist.pick(s, d.remaining), shift);
         if (d.within(slack)) break;
     }
 }
