@@ -24,9 +24,9 @@
 //      ascending column order. Otherwise they go to CTA 0's shared memory, which sorts and
 //      writes the row.
 //
-// Compile-time parameters: DS_DTYPE, DS_THREADS, DS_VECS, DS_ENTRY. The grid is rows x p.split
-// CTAs in clusters of p.split; a CTA holds at most DS_THREADS x DS_VECS vectors of its row
-// (deepselect_rt/cuda/plan.py picks DS_VECS so the row fits).
+// Compile-time parameters: DS_DTYPE, DS_THREADS, DS_VECS, DS_SMALL_CLUSTER (optional), DS_ENTRY.
+// The grid is rows x p.split CTAs in clusters of p.split; a CTA holds at most DS_THREADS x
+// DS_VECS vectors of its row (deepselect_rt/cuda/plan.py picks DS_VECS so the row fits).
 #include "common/params.cuh"
 #include "block/cluster_histogram.cuh"
 #include "block/scan.cuh"
@@ -74,6 +74,15 @@ __device__ __forceinline__ u32 vec_bits(u64 valid, int u) { return (u32)(valid >
 // (deepselect_rt/cuda/plan.py's RADIX_COMPACT_ELEMS: these tiers need the shared memory below.)
 constexpr int PREFILTER_ELEMS = 32;
 constexpr bool PREFILTERED = V * DS_VEC >= PREFILTER_ELEMS;
+// The variant for clusters of two at large k (deepselect_rt/cuda/plan.py small_cluster)
+// prefilters with up to four groups' maxima a thread and a key t_k at or below k of them
+// (prefilter). A variant of its own: in the 1M-element rows' clusters of 16, where that code
+// would not run, it spilled registers of the 1024 x 8 tier (ptxas sm_90a), and its cost (~3 us
+// a row) lost at k <= 1024 what the tighter bound saved (docs/benchmarks.md, session 24).
+#ifndef DS_SMALL_CLUSTER
+#define DS_SMALL_CLUSTER 0
+#endif
+constexpr bool SMALL_CLUSTER = PREFILTERED && DS_SMALL_CLUSTER;
 
 // Shared memory after Shared: the prefiltered tiers' candidates (their vector offsets in the
 // CTA's slice, then their keys), then the gather buffer (k composites, rounded up to a power of
@@ -95,9 +104,6 @@ __device__ __forceinline__ u32 word_top_key(u32 w) {
 #endif
 }
 __device__ __forceinline__ u32 vec_top_key(const Vec& v) { return word_top_key(vec_max(v)); }
-
-// The most groups of its vectors whose maxima a thread offers the prefilter.
-constexpr u32 GROUPS = 4;
 
 // Tiers of at most two vectors a thread turn their elements into keys once, after the load
 // (two at a time for the 16-bit dtypes), the prefiltered ones when they compact (the prefilter
@@ -193,32 +199,49 @@ __device__ __forceinline__ void row_top(u32 split, u32 rank, Shared& sh) {
 // follows sees every element at or above T0, so it finds the same K; whole vectors are cleared,
 // and the elements below T0 left in a kept vector are selected over like any other. per: the
 // vectors of the CTA's slice.
-__device__ __forceinline__ u32 prefilter(const Vec (&x)[V], u64& valid, u32 k, u32 split, u32 rank, u32 per,
-                                         Shared& sh) {
+__device__ __forceinline__ u32 prefilter(const Vec (&x)[V], u64& valid, u32 top_key, u32 k, u32 split, u32 rank,
+                                         u32 per, Shared& sh) {
     const u32 kc = (k + split - 1) / split;
-    const bool by_k = split <= 4 && NT * V >= k;
+    const bool by_k = SMALL_CLUSTER && NT * V >= k;
     const u32 want = (4 * (by_k ? k : kc) * V + per - 1) / per;  // groups a thread for 4 x the rank
-    u32 groups = 1;
-    while (groups < GROUPS && groups < want) groups <<= 1;
+    u32 groups = 1;  // 1, 2 or 4
+    if (SMALL_CLUSTER)
+        while (groups < 4 && groups < want) groups <<= 1;
     const u32 lg = 31 - __clz(V / groups);  // vector u is in group u >> lg
-    u32 gk[GROUPS] = {};  // the groups' maxima as keys
+    // The groups' maxima as keys: the thread's largest key where it is one group (the clusters of
+    // 8-16); else folded a vector at a time, as packed words first. (Made from every vector's key
+    // in the 1M-element rows' clusters of 16, they added ~170 instructions a thread, and the
+    // prefilter step took 9,700 cycles a CTA where it had taken 5,800: clock64 marks, H200.)
+    u32 ga = top_key, gb = 0, gc = 0, gd = 0;
+    if (SMALL_CLUSTER && groups > 1) {
+        u32 w0 = DS_NEG_INF_WORD, w1 = DS_NEG_INF_WORD, w2 = DS_NEG_INF_WORD, w3 = DS_NEG_INF_WORD;
 #pragma unroll
-    for (int u = 0; u < V; ++u) {
-        const u32 key = vec_top_key(x[u]), g = (u32)u >> lg;
-#pragma unroll
-        for (u32 j = 0; j < GROUPS; ++j)
-            if (g == j) gk[j] = max(gk[j], key);
+        for (int u = 0; u < V; ++u) {
+            const u32 w = vec_max(x[u]), g = (u32)u >> lg;
+            w0 = g == 0 ? max2_nan(w0, w) : w0;
+            w1 = g == 1 ? max2_nan(w1, w) : w1;
+            w2 = g == 2 ? max2_nan(w2, w) : w2;
+            w3 = g == 3 ? max2_nan(w3, w) : w3;
+        }
+        ga = word_top_key(w0);
+        gb = word_top_key(w1);
+        gc = word_top_key(w2);
+        gd = word_top_key(w3);
     }
+    const auto each_group = [=](auto f) {
+        f(ga);
+        if (groups > 1) f(gb);
+        if (groups > 2) {
+            f(gc);
+            f(gd);
+        }
+    };
     u32 least = ~0u;
-#pragma unroll
-    for (u32 j = 0; j < GROUPS; ++j)
-        if (j < groups) least = min(least, gk[j]);
+    each_group([&](u32 key) { least = min(least, key); });
     least = __reduce_min_sync(DS_FULL_MASK, least);
     if ((threadIdx.x & 31) == 0) atomicMin(&sh.least_max, least);  // the select's barriers order it
     const auto fill = [&](u32* h, int shift, const Digits& d) {
-#pragma unroll
-        for (u32 j = 0; j < GROUPS; ++j)
-            if (j < groups) hist_add(h, (gk[j] >> shift) & 255, (gk[j] & (u32)d.mask) == (u32)d.prefix);
+        each_group([&](u32 key) { hist_add(h, (key >> shift) & 255, (key & (u32)d.mask) == (u32)d.prefix); });
     };
     OneBarrierHistogram<NT> local{sh.prefilter_hist};
     const u32 tc = (u32)radix_digits(DS_ELEM_BITS - 8, kc, kc / 4, sh.sel, local, fill).prefix;
@@ -232,12 +255,12 @@ __device__ __forceinline__ u32 prefilter(const Vec (&x)[V], u64& valid, u32 k, u
         // Lane c holds t_c and t_k, lane 16 + c m_c: each counts the maxima known at or above them.
         const u32 lane = threadIdx.x, c = lane & 15, all = NT * groups;
         const uint4 mine = c < split ? sh.bounds[c] : make_uint4(0, 0, 0, 0);
-        const u32 t = lane < 16 ? mine.x : mine.y, t2 = lane < 16 ? mine.w : 0;
+        const u32 t = lane < 16 ? mine.x : mine.y, t2 = SMALL_CLUSTER && lane < 16 ? mine.w : 0;
         u32 known = 0, known2 = 0;
         for (u32 j = 0; j < split; ++j) {
             const uint4 b = sh.bounds[j];
             known += b.y >= t ? all : max(b.w >= t ? k : 0, b.x >= t ? kc : 0);
-            known2 += b.y >= t2 ? all : max(b.w >= t2 ? k : 0, b.x >= t2 ? kc : 0);
+            if (SMALL_CLUSTER) known2 += b.y >= t2 ? all : max(b.w >= t2 ? k : 0, b.x >= t2 ? kc : 0);
         }
         const u32 best = __reduce_max_sync(DS_FULL_MASK, c < split ? max(known >= k ? t : 0, known2 >= k ? t2 : 0) : 0);
         if (lane == 0) sh.t0 = best;
@@ -488,7 +511,7 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS, 1) DS_ENTRY(const Param
         top = word_top_key(word);
         warp_top(top);
         if (n > k && split * NT >= k) {
-            t0 = prefilter(x, valid, k, split, rank, per, sh);
+            t0 = prefilter(x, valid, top, k, split, rank, per, sh);
         } else {
             __syncthreads();
             row_top(split, rank, sh);

@@ -328,11 +328,12 @@ def test_radix_prefilter_bound_from_the_top_ctas(dtype, tier):
 @pytest.mark.parametrize("dtype,tier", [("bfloat16", 2), ("bfloat16", 3), ("float16", 3), ("float32", 3)])
 @pytest.mark.parametrize("split", [2, 4])
 def test_radix_prefilter_in_small_clusters(dtype, tier, split):
-    # Clusters of at most four also bound T0 by each CTA's key at or below k of its maxima
-    # (t_k), and threads offer up to four groups' maxima where the rank is a large share of the
-    # slice (topk_cluster.cu, prefilter): rows whose largest values sit in one CTA's slice (an
-    # ascending ramp, the last quarter raised, the first eighth raised), a causal row (-inf past
-    # a third), a row ending early (its `end`: the later threads hold nothing) and a normal row.
+    # Clusters of two at k >= 2048 take the small-cluster variant (plan.small_cluster): the
+    # prefilter also bounds T0 by each CTA's key at or below k of its maxima (t_k), and threads
+    # offer up to four groups' maxima; the other k and clusters of four take the other variant.
+    # Rows whose largest values sit in one CTA's slice (an ascending ramp, the last quarter
+    # raised, the first eighth raised), a causal row (-inf past a third), a row ending early
+    # (its `end`: the later threads hold nothing) and a normal row.
     threads, vectors = _radix_tier(dtype, tier)
     width = threads * vectors * split * (16 // ITEMSIZE[dtype]) - 3
     rows = distributions.make("normal", 6, width, "float32", seed=split * 10 + tier)

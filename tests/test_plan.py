@@ -7,8 +7,9 @@ from hypothesis import strategies as st
 
 from deepselect_rt import resources
 from deepselect_rt.cuda import plan as P
-from deepselect_rt.cuda.variants import (RADIX_TIERS, SPLIT_CLUSTER, SPLIT_RADIX, SPLIT_WORKSPACE, STREAM_KMAX,
-                                         default_variants, merge_variant, stream_bucket, stream_variant)
+from deepselect_rt.cuda.variants import (RADIX_COMPACT_ELEMS, RADIX_TIERS, SPLIT_CLUSTER, SPLIT_RADIX, SPLIT_WORKSPACE,
+                                         STREAM_KMAX, default_variants, merge_variant, radix_variant, stream_bucket,
+                                         stream_variant)
 from deepselect_rt.dtypes import ITEMSIZE
 
 H200 = P.DeviceLimits(sm_count=132, max_smem_per_block=227 * 1024, clusters=True)
@@ -194,10 +195,31 @@ def test_radix_variants_only_where_clusters_exist():
     assert "topk_cluster" not in families("sm_80") and "topk_cluster" not in families("sm_89")
 
 
+def test_small_cluster_variants():
+    # The tiers of 32 or more elements a thread (the prefilter's) in clusters of at most two CTAs
+    # at k >= 2048 take DS_SMALL_CLUSTER, no other plan; warmup builds them. 64 rows of 128K bf16
+    # run as clusters of two: at k = 2048 the small-cluster variant, at k = 512 the other.
+    for dtype in ("float32", "float16", "bfloat16"):
+        for tier in RADIX_TIERS[dtype]:
+            prefiltered = tier[1] * 16 // ITEMSIZE[dtype] >= 32
+            for split in (1, 2, 3, 4, 8, 16):
+                for k in (512, 1024, 2047, 2048, 4096):
+                    p = P.make_plan(dtype, k, True, H200, split, SPLIT_RADIX, tier)
+                    small = prefiltered and split <= 2 and k >= 2048
+                    assert dict(p.variant.extra).get("DS_SMALL_CLUSTER") == (1 if small else None)
+                    assert p.variant in default_variants("sm_90a")
+    vectors = P.row_vectors("bfloat16", 131072)
+    split = P.radix_split(64, vectors, 2048, "bfloat16", H200.sm_count)
+    tier = P.radix_tier("bfloat16", vectors, split)
+    assert split == 2 and tier[1] * 8 >= 32
+    assert radix_variant("bfloat16", *tier, True) != radix_variant("bfloat16", *tier, False)
+
+
 def test_radix_constants_match_the_kernel():
-    # plan.py sizes topk_cluster.cu's shared memory from two of its constants.
+    # plan.py and variants.py size topk_cluster.cu's shared memory and pick its variants from two
+    # of its constants.
     source = (resources.cuda_source_dir() / "topk_cluster.cu").read_text()
-    assert f"constexpr int PREFILTER_ELEMS = {P.RADIX_COMPACT_ELEMS};" in source
+    assert f"constexpr int PREFILTER_ELEMS = {RADIX_COMPACT_ELEMS};" in source
     assert f"static_assert(COLS_OFFSET <= {P._RADIX_SCRATCH_BYTES}," in source
 
 

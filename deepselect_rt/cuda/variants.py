@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..dtypes import INPUT_DTYPES
+from ..dtypes import INPUT_DTYPES, ITEMSIZE
 
 # Compile-time codes of the input dtypes, shared with kernels_cu/common/dtype.cuh.
 DTYPE_CODE = {"float32": 0, "float16": 1, "bfloat16": 2}
@@ -106,6 +106,9 @@ SPLIT_RADIX = "radix"
 RADIX_TIERS = {"float32": ((1024, 1), (1024, 2), (1024, 4), (512, 16)),
                "float16": ((1024, 1), (1024, 2), (1024, 4), (1024, 8)),
                "bfloat16": ((1024, 1), (1024, 2), (1024, 4), (1024, 8))}
+# Elements a thread from which topk_cluster.cu prefilters and compacts its candidates through
+# shared memory (its PREFILTER_ELEMS).
+RADIX_COMPACT_ELEMS = 32
 
 
 def stream_bucket(k: int) -> int | None:
@@ -134,9 +137,20 @@ def merge_variant(dtype: str, kmax: int) -> Variant:
     return Variant("topk_merge", dtype, kmax, threads, (("DS_LOADS", loads),))
 
 
-def radix_variant(dtype: str, threads: int, vectors: int) -> Variant:
-    """The cluster radix select (kernels_cu/topk_cluster.cu) of one RADIX_TIERS tier."""
-    return Variant("topk_cluster", dtype, 0, threads, (("DS_VECS", vectors),), 90)
+def radix_prefiltered(dtype: str, vectors: int) -> bool:
+    """Whether topk_cluster.cu's tier of ``vectors`` 16-byte vectors a thread prefilters and
+    compacts its candidates (RADIX_COMPACT_ELEMS or more elements a thread)."""
+    return vectors * (16 // ITEMSIZE[dtype]) >= RADIX_COMPACT_ELEMS
+
+
+def radix_variant(dtype: str, threads: int, vectors: int, small_cluster: bool = False) -> Variant:
+    """The cluster radix select (kernels_cu/topk_cluster.cu) of one RADIX_TIERS tier; with
+    ``small_cluster`` (plan.py's ``small_cluster``), a prefiltered tier's variant for clusters
+    of two (DS_SMALL_CLUSTER: the prefilter's groups and t_k)."""
+    extra = (("DS_VECS", vectors),)
+    if small_cluster and radix_prefiltered(dtype, vectors):
+        extra += (("DS_SMALL_CLUSTER", 1),)
+    return Variant("topk_cluster", dtype, 0, threads, extra, 90)
 
 
 def large_variant(dtype: str) -> Variant:
@@ -157,8 +171,8 @@ def default_variants(arch: str | None = None) -> list[Variant]:
                 out.append(cluster)
             if arch is None or not cluster.builds_for(arch):
                 out += [stream_variant(dtype, kmax, split=SPLIT_WORKSPACE), merge_variant(dtype, kmax)]
-        out += [v for v in (radix_variant(dtype, *tier) for tier in RADIX_TIERS[dtype])
-                if arch is None or v.builds_for(arch)]
+        radix = (radix_variant(dtype, *tier, small) for tier in RADIX_TIERS[dtype] for small in (False, True))
+        out += [v for v in radix if arch is None or v.builds_for(arch)]
         out.append(large_variant(dtype))
     return list(dict.fromkeys(out))  # the few-rows tuning may equal a bucket's own
 
@@ -180,4 +194,5 @@ def filter_variants(variants, *, dtypes=None, ks=None) -> list[Variant]:
 
 __all__ = ["Variant", "PROBE", "default_variants", "filter_variants",
            "DTYPE_CODE", "INPUT_DTYPES", "SPLIT_CLUSTER", "SPLIT_WORKSPACE", "SPLIT_RADIX", "RADIX_TIERS",
-           "stream_bucket", "stream_variant", "merge_variant", "radix_variant", "large_variant", "arch_number"]
+           "RADIX_COMPACT_ELEMS", "stream_bucket", "stream_variant", "merge_variant",
+           "radix_prefiltered", "radix_variant", "large_variant", "arch_number"]
