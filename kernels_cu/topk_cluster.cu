@@ -378,9 +378,10 @@ __device__ __forceinline__ u32 compact(const Vec (&x)[V], u64& valid, u32 t0, u3
     u32 count = rank_kept();
     // Rows of many equal keys at T0 keep nearly every vector: T0 is then the row's largest key
     // (all equal, the top value more than k times) or -inf's (fewer than k finite). Normal rows
-    // keep a few hundred a CTA (1M-element rows, k = 2048), but thousands where a CTA's share
-    // of k is its thread count (clusters of two at k = 2048: T0 near the least thread maximum),
-    // with almost nothing to drop.
+    // keep a few hundred a CTA (1M-element rows, k = 2048), but with one maximum a thread
+    // thousands where a CTA's share of k is its thread count (clusters of two at k = 2048, T0
+    // near the least thread maximum, before the small-cluster variant), with almost nothing to
+    // drop.
     if (count > NT && (t0 == top || t0 == key_of((bits_t)DS_NEG_INF_WORD))) {
         drop_late_ties(x, valid, t0, k, warp_totals);
         count = rank_kept();
