@@ -74,11 +74,12 @@ __device__ __forceinline__ u32 vec_bits(u64 valid, int u) { return (u32)(valid >
 // (deepselect_rt/cuda/plan.py's RADIX_COMPACT_ELEMS: these tiers need the shared memory below.)
 constexpr int PREFILTER_ELEMS = 32;
 constexpr bool PREFILTERED = V * DS_VEC >= PREFILTER_ELEMS;
-// The variant for clusters of two at large k (deepselect_rt/cuda/plan.py small_cluster)
-// prefilters with up to four groups' maxima a thread and a key t_k at or below k of them
-// (prefilter). A variant of its own: in the 1M-element rows' clusters of 16, where that code
-// would not run, it spilled registers of the 1024 x 8 tier (ptxas sm_90a), and its cost (~3 us
-// a row) lost at k <= 1024 what the tighter bound saved (docs/benchmarks.md, session 24).
+// The variant for clusters of two at k >= 2048 where the prefilter runs (deepselect_rt/cuda/
+// variants.py small_cluster) prefilters with up to four groups' maxima a thread and a key t_k at
+// or below k of them (prefilter). A variant of its own: built into every plan, that code spilled
+// registers of the 1024 x 8 tier where it did not even run (its own 1024 x 8 build spills 8 / 24
+// bytes, the other none; ptxas sm_90a), and its cost (~3 us a row) lost at k <= 1024 what the
+// tighter bound saved (docs/benchmarks.md, session 24).
 #ifndef DS_SMALL_CLUSTER
 #define DS_SMALL_CLUSTER 0
 #endif
@@ -177,39 +178,39 @@ __device__ __forceinline__ void row_top(u32 split, u32 rank, Shared& sh) {
 }
 
 // Clears from `valid` the vectors whose elements are all below T0, a key at or below the row's
-// k-th largest. Each thread offers the maxima of g groups of its vectors (g = V / gsize), and
-// each CTA finds, by a radix select over them (slack a quarter), a key t_c at or below kc =
-// ceil(k / split) of them, and the least of them, m_c (at or below all NT x g); in clusters of
-// at most four also a key t_k at or below k of them. The CTAs push these to one another; any
-// key t for which the CTAs' maxima known to be at or above it (per CTA the most of NT x g where
-// m_c >= t, k where t_k >= t, kc where t_c >= t) number at least k is such a bound, as they are
-// distinct elements, and T0 is the largest t among the pushed keys. The least t_c always
-// qualifies; m_c serves rows whose largest values lie in a few CTAs' slices (ascending rows:
-// there the least t_c kept nearly every vector of the other CTAs, 1 x 1M bf16 k = 2048 took
-// 54.6 us where the select over the cluster's histograms took 41); t_k does where one CTA of
-// few holds most of them (the real indexer rows in clusters of two, whose late columns score
-// high: the least t_c kept 700-3,500 vectors a CTA at k = 512 where t_k keeps ~530, NumPy model).
-// g makes the ranks a quarter of the groups holding an element: in clusters of two a CTA's
-// share of k = 2048 is its thread count, where the threads' maxima kept ~4,900 of 8,192 vectors
-// of normal rows and eight groups keep ~1,000; causal rows fill half their tier's threads.
-// (Groups without an element offer -inf, counted only when t, and so T0, is at or below
-// -inf's key, the least key of an element, and then nothing is cleared.) The selects stay in
-// each CTA and the cluster exchanges three keys a CTA: the same select over the cluster's summed
-// histograms took two exchanges, ~4,600 cycles each (1 x 1M bf16, H200). The select that
-// follows sees every element at or above T0, so it finds the same K; whole vectors are cleared,
-// and the elements below T0 left in a kept vector are selected over like any other. per: the
-// vectors of the CTA's slice.
+// k-th largest. Each thread offers its largest key (the small-cluster variant: the maxima of g =
+// 1, 2 or 4 groups of its vectors), and each CTA finds, by a radix select over them (slack a
+// quarter), a key t_c at or below kc = ceil(k / split) of them, and the least of them, m_c (at
+// or below all NT x g); the variant also a key t_k at or below k of them. The CTAs push these to
+// one another; any key t for which the CTAs' maxima known to be at or above it (per CTA the most
+// of NT x g where m_c >= t, k where t_k >= t, kc where t_c >= t) number at least k is such a
+// bound, as they are distinct elements, and T0 is the largest t among the pushed keys. The
+// least t_c always qualifies; m_c serves rows whose largest values lie in a few CTAs' slices
+// (ascending rows: there the least t_c kept nearly every vector of the other CTAs, 1 x 1M bf16
+// k = 2048 took 54.6 us where the select over the cluster's histograms took 41); t_k does where
+// one CTA of two holds most of them (the real indexer rows, whose late columns score high: at
+// k = 2048 the least t_c kept up to 7,500 vectors a CTA, t_k 1,900-3,000, NumPy model). g makes the
+// ranks about a quarter of the groups holding an element: in clusters of two a CTA's share of
+// k = 2048 is its thread count, where the threads' maxima kept ~5,200 of 8,192 vectors of
+// normal rows and four groups ~1,100; causal rows fill half their tier's threads. (Groups
+// without an element offer -inf, counted only when t, and so T0, is at or below -inf's key, the
+// least key of an element, and then nothing is cleared.) The selects stay in each CTA and the
+// cluster exchanges a uint4 a CTA: the same select over the cluster's summed histograms took two
+// exchanges, ~4,600 cycles each (1 x 1M bf16, H200). The select that follows sees every element
+// at or above T0, so it finds the same K; whole vectors are cleared, and the elements below T0
+// left in a kept vector are selected over like any other. per: the vectors of the CTA's slice.
 __device__ __forceinline__ u32 prefilter(const Vec (&x)[V], u64& valid, u32 top_key, u32 k, u32 split, u32 rank,
                                          u32 per, Shared& sh) {
     const u32 kc = (k + split - 1) / split;
-    const bool by_k = SMALL_CLUSTER && NT * V >= k;
+    // t_k's rank k needs k maxima: groups < 4 already offer 4 x k of them (per <= NT x V).
+    const bool by_k = SMALL_CLUSTER && 4 * NT >= k;
     const u32 want = (4 * (by_k ? k : kc) * V + per - 1) / per;  // groups a thread for 4 x the rank
     u32 groups = 1;  // 1, 2 or 4
     if (SMALL_CLUSTER)
         while (groups < 4 && groups < want) groups <<= 1;
     const u32 lg = 31 - __clz(V / groups);  // vector u is in group u >> lg
-    // The groups' maxima as keys: the thread's largest key where it is one group (the clusters of
-    // 8-16); else folded a vector at a time, as packed words first. (Made from every vector's key
+    // The groups' maxima as keys: the thread's largest key where it is one group (every plan but
+    // the small-cluster variant's); else folded a vector at a time, as packed words first. (Made from every vector's key
     // in the 1M-element rows' clusters of 16, they added ~170 instructions a thread, and the
     // prefilter step took 9,700 cycles a CTA where it had taken 5,800: clock64 marks, H200.)
     u32 ga = top_key, gb = 0, gc = 0, gd = 0;

@@ -33,6 +33,13 @@ def _radix_plans() -> set:
             if r.plan.how == SPLIT_RADIX}
 
 
+def _small_cluster_plans() -> set:
+    """(split, tier) of every cluster radix plan the backend has prepared with the small-cluster
+    variant (DS_SMALL_CLUSTER)."""
+    return {(r.plan.split, dict(r.plan.variant.extra)["DS_VECS"]) for r in backend._ready.values()
+            if r.plan.how == SPLIT_RADIX and dict(r.plan.variant.extra).get("DS_SMALL_CLUSTER")}
+
+
 def _radix_tier(dtype: str, tier: int) -> tuple:
     """(threads, vectors) of the cluster radix select's tier; skips without clusters."""
     if not _has_clusters():
@@ -328,9 +335,10 @@ def test_radix_prefilter_bound_from_the_top_ctas(dtype, tier):
 @pytest.mark.parametrize("dtype,tier", [("bfloat16", 2), ("bfloat16", 3), ("float16", 3), ("float32", 3)])
 @pytest.mark.parametrize("split", [2, 4])
 def test_radix_prefilter_in_small_clusters(dtype, tier, split):
-    # Clusters of two at k >= 2048 take the small-cluster variant (plan.small_cluster): the
-    # prefilter also bounds T0 by each CTA's key at or below k of its maxima (t_k), and threads
-    # offer up to four groups' maxima; the other k and clusters of four take the other variant.
+    # Clusters of two at k = 2048 take the small-cluster variant (variants.small_cluster; k =
+    # 4096 runs no prefilter there): the prefilter also bounds T0 by each CTA's key at or below k
+    # of its maxima (t_k), and threads offer up to four groups' maxima; the other k and clusters
+    # of four take the other variant.
     # Rows whose largest values sit in one CTA's slice (an ascending ramp, the last quarter
     # raised, the first eighth raised), a causal row (-inf past a third), a row ending early
     # (its `end`: the later threads hold nothing) and a normal row.
@@ -348,6 +356,7 @@ def test_radix_prefilter_in_small_clusters(dtype, tier, split):
             check(x, k, end=end, indices_type="int32")
         check(x, 2048, end=end, sorted=True)
     assert (split, vectors) in _radix_plans()
+    assert ((split, vectors) in _small_cluster_plans()) == (split == 2 and 2 * threads >= 2048)
 
 
 def test_real_fixtures_in_clusters_of_two(fixtures_dir):
@@ -365,7 +374,7 @@ def test_real_fixtures_in_clusters_of_two(fixtures_dir):
         for k in (512, 1024, 2048):
             check(bf, k, end=end, indices_type="int32", return_value=False, nan_policy="sentinel")
         check(bf, 2048, end=end, sorted=True)
-    assert (2, RADIX_TIERS["bfloat16"][3][1]) in _radix_plans()
+    assert (2, RADIX_TIERS["bfloat16"][3][1]) in _small_cluster_plans()
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float32", "float16"])

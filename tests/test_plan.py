@@ -197,22 +197,25 @@ def test_radix_variants_only_where_clusters_exist():
 
 def test_small_cluster_variants():
     # The tiers of 32 or more elements a thread (the prefilter's) in clusters of at most two CTAs
-    # at k >= 2048 take DS_SMALL_CLUSTER, no other plan; warmup builds them. 64 rows of 128K bf16
-    # run as clusters of two: at k = 2048 the small-cluster variant, at k = 512 the other.
+    # at 2048 <= k <= split x threads (where topk_cluster.cu prefilters) take DS_SMALL_CLUSTER, no
+    # other plan; warmup builds exactly those variants. 64 rows of 128K bf16 run as clusters of
+    # two: at k = 2048 the small-cluster variant, at k = 512 and 4096 the other.
+    wanted = set()
     for dtype in ("float32", "float16", "bfloat16"):
-        for tier in RADIX_TIERS[dtype]:
-            prefiltered = tier[1] * 16 // ITEMSIZE[dtype] >= 32
+        for threads, vectors in RADIX_TIERS[dtype]:
+            prefiltered = vectors * 16 // ITEMSIZE[dtype] >= 32
             for split in (1, 2, 3, 4, 8, 16):
                 for k in (512, 1024, 2047, 2048, 4096):
-                    p = P.make_plan(dtype, k, True, H200, split, SPLIT_RADIX, tier)
-                    small = prefiltered and split <= 2 and k >= 2048
+                    p = P.make_plan(dtype, k, True, H200, split, SPLIT_RADIX, (threads, vectors))
+                    small = prefiltered and split <= 2 and 2048 <= k <= split * threads
                     assert dict(p.variant.extra).get("DS_SMALL_CLUSTER") == (1 if small else None)
                     assert p.variant in default_variants("sm_90a")
+                    if small:
+                        wanted.add(p.variant)
+    built = {v for v in default_variants() if dict(v.extra).get("DS_SMALL_CLUSTER")}
+    assert built == wanted and len(built) == 4  # bf16 and fp16, 1024 x 4 and 1024 x 8
     vectors = P.row_vectors("bfloat16", 131072)
-    split = P.radix_split(64, vectors, 2048, "bfloat16", H200.sm_count)
-    tier = P.radix_tier("bfloat16", vectors, split)
-    assert split == 2 and tier[1] * 8 >= 32
-    assert radix_variant("bfloat16", *tier, True) != radix_variant("bfloat16", *tier, False)
+    assert P.radix_split(64, vectors, 2048, "bfloat16", H200.sm_count) == 2
 
 
 def test_radix_constants_match_the_kernel():

@@ -101,8 +101,8 @@ from rich.table import Table  # noqa: E402
 import deepselect_rt  # noqa: E402
 from deepselect_rt import bench, distributions  # noqa: E402
 from deepselect_rt.cuda import backend, module  # noqa: E402
-from deepselect_rt.cuda.plan import choose_split, radix_tier, row_vectors, small_cluster  # noqa: E402
-from deepselect_rt.cuda.variants import SPLIT_RADIX, radix_variant  # noqa: E402
+from deepselect_rt.cuda.plan import choose_split, radix_tier, row_vectors  # noqa: E402
+from deepselect_rt.cuda.variants import SPLIT_RADIX, radix_variant, small_cluster  # noqa: E402
 
 SHAPES = [("bfloat16", 1, 131072, 512), ("bfloat16", 1, 131072, 2048), ("bfloat16", 8, 131072, 2048),
           ("bfloat16", 1, 1 << 20, 2048), ("float32", 1, 129280, 512)]
@@ -129,7 +129,8 @@ def step_cycles(dtype, rows, width, k, fn):
     split, how = choose_split(rows, width, row_vectors(dtype, width), k, dtype, backend.device_limits(0))
     if how != SPLIT_RADIX:
         return {}
-    variant = radix_variant(dtype, *radix_tier(dtype, row_vectors(dtype, width), split), small_cluster(split, k))
+    tier = radix_tier(dtype, row_vectors(dtype, width), split)
+    variant = radix_variant(dtype, *tier, small_cluster(split, k, tier[0]))
     runs = []
     for _ in range(CALLS):
         flush.zero_()

@@ -16,8 +16,8 @@ from functools import lru_cache
 
 from ..dtypes import ITEMSIZE
 from .variants import (RADIX_TIERS, SPLIT_CLUSTER, SPLIT_RADIX, SPLIT_WORKSPACE, STREAM_KMAX,
-                       Variant, large_variant, merge_variant, radix_prefiltered, radix_variant, stream_bucket,
-                       stream_variant)
+                       Variant, large_variant, merge_variant, radix_prefiltered, radix_variant, small_cluster,
+                       stream_bucket, stream_variant)
 
 # Bytes of SelectScratch, the step counters and the shared count beside the candidate buffer in
 # kernels_cu/row/candidates.cuh's Shared struct (256 + 4 u32, 3 u32, alignment), rounded up.
@@ -151,23 +151,6 @@ def _floor_pow2(n: int) -> int:
     return 1 << (n.bit_length() - 1)
 
 
-# The cluster radix select's variant for clusters of two at large k (topk_cluster.cu's
-# DS_SMALL_CLUSTER: each thread offers up to four groups' maxima to the prefilter, and each CTA
-# also bounds T0 by a key at or below k of them). H200, bf16, int32 indices, CUDA events
-# (docs/benchmarks.md, session 24): at k = 2048 64 x 128K 39.6 -> 28.4 us, 32 x 64K 24.3 -> 21.1,
-# ascending 64 x 128K 56.2 -> 35.9, the real indexer rows at 64 rows 61.6 -> 32.6, but rows of
-# five distinct values 32.5 -> 37.6; at k = 512 and 1024 normal rows took ~3 us more (64 x 128K,
-# k = 512: 19.6 -> 22.7, where DeepSelect takes 21.8), and in clusters of four at k = 2048 too
-# (16 x 128K: 15.0 -> 18.6).
-SMALL_CLUSTER, SMALL_CLUSTER_K = 2, 2048
-
-
-def small_cluster(split: int, k: int) -> bool:
-    """Whether a row split over ``split`` CTAs of the cluster radix select takes its small-cluster
-    variant at this k (SMALL_CLUSTER, SMALL_CLUSTER_K)."""
-    return split <= SMALL_CLUSTER and k >= SMALL_CLUSTER_K
-
-
 def radix_smem_bytes(k: int, dtype: str, tier: tuple[int, int]) -> int:
     """Shared memory of topk_cluster.cu for a RADIX_TIERS ``tier`` (threads, vectors): its
     scratch; for tiers of RADIX_COMPACT_ELEMS or more elements a thread, a 2-byte offset and a
@@ -274,7 +257,7 @@ def make_plan(dtype: str, k: int, few_rows: bool, limits: DeviceLimits, split: i
     if how == SPLIT_RADIX:
         smem = radix_smem_bytes(k, dtype, tier) if tier else 0
         if tier and limits.clusters and k <= STREAM_KMAX[-1] and smem <= limits.max_smem_per_block:
-            v = radix_variant(dtype, *tier, small_cluster(split, k))
+            v = radix_variant(dtype, *tier, small_cluster(split, k, tier[0]))
             return Plan(v, v.threads, smem, split, how)
         how = ""
     kmax = stream_bucket(k)

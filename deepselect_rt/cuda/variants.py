@@ -143,12 +143,31 @@ def radix_prefiltered(dtype: str, vectors: int) -> bool:
     return vectors * (16 // ITEMSIZE[dtype]) >= RADIX_COMPACT_ELEMS
 
 
-def radix_variant(dtype: str, threads: int, vectors: int, small_cluster: bool = False) -> Variant:
-    """The cluster radix select (kernels_cu/topk_cluster.cu) of one RADIX_TIERS tier; with
-    ``small_cluster`` (plan.py's ``small_cluster``), a prefiltered tier's variant for clusters
-    of two (DS_SMALL_CLUSTER: the prefilter's groups and t_k)."""
+# The cluster radix select's variant for clusters of two at large k (topk_cluster.cu's
+# DS_SMALL_CLUSTER: each thread offers up to four groups' maxima to the prefilter, and each CTA
+# also bounds T0 by a key at or below k of them). H200, bf16, int32 indices, CUDA events
+# (docs/benchmarks.md, session 24): at k = 2048 64 x 128K 39.6 -> 28.4 us, 32 x 64K 24.3 -> 21.1,
+# ascending 64 x 128K 56.2 -> 35.9, the real indexer rows at 64 rows 61.6 -> 32.6, but rows of
+# five distinct values 32.5 -> 37.6; at k = 512 and 1024 normal rows took ~3 us more (64 x 128K,
+# k = 512: 19.6 -> 22.7, where DeepSelect takes 21.8), and in clusters of four at k = 2048 too
+# (16 x 128K: 15.0 -> 18.6).
+SMALL_CLUSTER, SMALL_CLUSTER_K = 2, 2048
+
+
+def small_cluster(split: int, k: int, threads: int) -> bool:
+    """Whether a row split over ``split`` CTAs of ``threads`` threads of the cluster radix select
+    takes its small-cluster variant at this k: clusters of at most SMALL_CLUSTER CTAs, k at least
+    SMALL_CLUSTER_K, and k at most split x threads, past which topk_cluster.cu runs no prefilter
+    (there the variant would only spill more)."""
+    return split <= SMALL_CLUSTER and SMALL_CLUSTER_K <= k <= split * threads
+
+
+def radix_variant(dtype: str, threads: int, vectors: int, small: bool = False) -> Variant:
+    """The cluster radix select (kernels_cu/topk_cluster.cu) of one RADIX_TIERS tier; ``small``
+    (where ``small_cluster`` says so): a prefiltered tier's variant for clusters of two
+    (DS_SMALL_CLUSTER: the prefilter's groups and t_k)."""
     extra = (("DS_VECS", vectors),)
-    if small_cluster and radix_prefiltered(dtype, vectors):
+    if small and radix_prefiltered(dtype, vectors):
         extra += (("DS_SMALL_CLUSTER", 1),)
     return Variant("topk_cluster", dtype, 0, threads, extra, 90)
 
@@ -171,7 +190,8 @@ def default_variants(arch: str | None = None) -> list[Variant]:
                 out.append(cluster)
             if arch is None or not cluster.builds_for(arch):
                 out += [stream_variant(dtype, kmax, split=SPLIT_WORKSPACE), merge_variant(dtype, kmax)]
-        radix = (radix_variant(dtype, *tier, small) for tier in RADIX_TIERS[dtype] for small in (False, True))
+        radix = (radix_variant(dtype, t, v, small) for t, v in RADIX_TIERS[dtype]
+                 for small in (False, small_cluster(SMALL_CLUSTER, SMALL_CLUSTER_K, t)))
         out += [v for v in radix if arch is None or v.builds_for(arch)]
         out.append(large_variant(dtype))
     return list(dict.fromkeys(out))  # the few-rows tuning may equal a bucket's own
@@ -194,5 +214,5 @@ def filter_variants(variants, *, dtypes=None, ks=None) -> list[Variant]:
 
 __all__ = ["Variant", "PROBE", "default_variants", "filter_variants",
            "DTYPE_CODE", "INPUT_DTYPES", "SPLIT_CLUSTER", "SPLIT_WORKSPACE", "SPLIT_RADIX", "RADIX_TIERS",
-           "RADIX_COMPACT_ELEMS", "stream_bucket", "stream_variant", "merge_variant",
-           "radix_prefiltered", "radix_variant", "large_variant", "arch_number"]
+           "RADIX_COMPACT_ELEMS", "SMALL_CLUSTER", "SMALL_CLUSTER_K", "stream_bucket", "stream_variant",
+           "merge_variant", "radix_prefiltered", "small_cluster", "radix_variant", "large_variant", "arch_number"]
