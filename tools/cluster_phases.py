@@ -53,8 +53,8 @@ EDITS = {
         ("    cluster_arrive_relaxed();\n    if (KEYS_AT_LOAD)\n",
          "    cluster_arrive_relaxed();\n    DS_MARK(1);\n    if (KEYS_AT_LOAD)\n"),
         ("    __syncthreads();\n    cluster_wait();", "    __syncthreads();\n    DS_MARK(2);\n    cluster_wait();"),
-        ("    const u32 kc = (k + split - 1) / split;\n    const bool by_k",
-         "    DS_MARK(13);\n    const u32 kc = (k + split - 1) / split;\n    const bool by_k"),
+        ("    const u32 kc = (k + split - 1) / split;\n",
+         "    DS_MARK(13);\n    const u32 kc = (k + split - 1) / split;\n"),
         ("    const u32 t0 = sh.t0;\n", "    const u32 t0 = sh.t0;\n    DS_MARK(11);\n"),
         ("        rounds = compact(x, valid, t0, sh.top, k, candidate_keys, cols, sh.warp_totals, cta_v, first, last);\n",
          "        rounds = compact(x, valid, t0, sh.top, k, candidate_keys, cols, sh.warp_totals, cta_v, first, last);\n"
