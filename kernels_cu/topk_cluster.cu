@@ -260,8 +260,10 @@ __device__ __forceinline__ u32 prefilter(const Vec (&x)[V], u64& valid, u32 top_
         u32 known = 0, known2 = 0;
         for (u32 j = 0; j < split; ++j) {
             const uint4 b = sh.bounds[j];
-            known += b.y >= t ? all : max(b.w >= t ? k : 0, b.x >= t ? kc : 0);
-            if (SMALL_CLUSTER) known2 += b.y >= t2 ? all : max(b.w >= t2 ? k : 0, b.x >= t2 ? kc : 0);
+            // The maxima of CTA j known at or above `key`: the most of its three bounds'.
+            const auto known_at = [&](u32 key) { return b.y >= key ? all : max(b.w >= key ? k : 0, b.x >= key ? kc : 0); };
+            known += known_at(t);
+            if (SMALL_CLUSTER) known2 += known_at(t2);
         }
         const u32 best = __reduce_max_sync(DS_FULL_MASK, c < split ? max(known >= k ? t : 0, known2 >= k ? t2 : 0) : 0);
         if (lane == 0) sh.t0 = best;

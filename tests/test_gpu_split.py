@@ -27,17 +27,12 @@ def _has_clusters() -> bool:
     return module.device_info(0).cluster_launch
 
 
-def _radix_plans() -> set:
-    """(split, tier) of every cluster radix plan the backend has prepared."""
+def _radix_plans(small_cluster_only: bool = False) -> set:
+    """(split, tier) of every cluster radix plan the backend has prepared (or only those with the
+    small-cluster variant, DS_SMALL_CLUSTER)."""
     return {(r.plan.split, dict(r.plan.variant.extra)["DS_VECS"]) for r in backend._ready.values()
-            if r.plan.how == SPLIT_RADIX}
-
-
-def _small_cluster_plans() -> set:
-    """(split, tier) of every cluster radix plan the backend has prepared with the small-cluster
-    variant (DS_SMALL_CLUSTER)."""
-    return {(r.plan.split, dict(r.plan.variant.extra)["DS_VECS"]) for r in backend._ready.values()
-            if r.plan.how == SPLIT_RADIX and dict(r.plan.variant.extra).get("DS_SMALL_CLUSTER")}
+            if r.plan.how == SPLIT_RADIX
+            and (not small_cluster_only or dict(r.plan.variant.extra).get("DS_SMALL_CLUSTER"))}
 
 
 def _radix_tier(dtype: str, tier: int) -> tuple:
@@ -356,7 +351,7 @@ def test_radix_prefilter_in_small_clusters(dtype, tier, split):
             check(x, k, end=end, indices_type="int32")
         check(x, 2048, end=end, sorted=True)
     assert (split, vectors) in _radix_plans()
-    assert ((split, vectors) in _small_cluster_plans()) == (split == 2 and 2 * threads >= 2048)
+    assert ((split, vectors) in _radix_plans(small_cluster_only=True)) == (split == 2 and 2 * threads >= 2048)
 
 
 def test_real_fixtures_in_clusters_of_two(fixtures_dir):
@@ -374,7 +369,7 @@ def test_real_fixtures_in_clusters_of_two(fixtures_dir):
         for k in (512, 1024, 2048):
             check(bf, k, end=end, indices_type="int32", return_value=False, nan_policy="sentinel")
         check(bf, 2048, end=end, sorted=True)
-    assert (2, RADIX_TIERS["bfloat16"][3][1]) in _small_cluster_plans()
+    assert (2, RADIX_TIERS["bfloat16"][3][1]) in _radix_plans(small_cluster_only=True)
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float32", "float16"])

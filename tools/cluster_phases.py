@@ -101,8 +101,8 @@ from rich.table import Table  # noqa: E402
 import deepselect_rt  # noqa: E402
 from deepselect_rt import bench, distributions  # noqa: E402
 from deepselect_rt.cuda import backend, module  # noqa: E402
-from deepselect_rt.cuda.plan import choose_split, radix_tier, row_vectors  # noqa: E402
-from deepselect_rt.cuda.variants import SPLIT_RADIX, radix_variant, small_cluster  # noqa: E402
+from deepselect_rt.cuda.plan import choose_split, make_plan, radix_tier, row_vectors  # noqa: E402
+from deepselect_rt.cuda.variants import SPLIT_RADIX  # noqa: E402
 
 SHAPES = [("bfloat16", 1, 131072, 512), ("bfloat16", 1, 131072, 2048), ("bfloat16", 8, 131072, 2048),
           ("bfloat16", 1, 1 << 20, 2048), ("float32", 1, 129280, 512)]
@@ -126,11 +126,12 @@ def topk_call(x, k):
 
 def step_cycles(dtype, rows, width, k, fn):
     """{step: (median cycles, slowest CTA's)} from the marks of CALLS cold calls."""
-    split, how = choose_split(rows, width, row_vectors(dtype, width), k, dtype, backend.device_limits(0))
+    limits = backend.device_limits(0)
+    split, how = choose_split(rows, width, row_vectors(dtype, width), k, dtype, limits)
     if how != SPLIT_RADIX:
         return {}
     tier = radix_tier(dtype, row_vectors(dtype, width), split)
-    variant = radix_variant(dtype, *tier, small_cluster(split, k, tier[0]))
+    variant = make_plan(dtype, k, True, limits, split, how, tier).variant  # the variant the call launches
     runs = []
     for _ in range(CALLS):
         flush.zero_()
