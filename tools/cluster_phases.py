@@ -6,6 +6,7 @@
     python tools/cluster_phases.py --phases --dist all_equal   # the steps on one skewed distribution
     python tools/cluster_phases.py --tree /tmp/base --json base.json   # another tree, to compare
     python tools/cluster_phases.py --phases --warm  # cycles with L2 not flushed: what the cold code and row cost
+    python tools/cluster_phases.py --phases --shapes bfloat16:64:131072:512   # other shapes (clusters of two)
 
 --phases times a copy of the kernels (in a temporary folder) that carries marks: at each one
 every thread meets a __syncthreads, then thread 0 of each CTA stores clock64 and %globaltimer to
@@ -25,6 +26,7 @@ import sys
 from pathlib import Path
 
 import phase_marks
+from shape_arg import shape
 
 CHECKOUT = Path(__file__).resolve().parents[1]
 parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -39,6 +41,8 @@ parser.add_argument("--warm", action="store_true",
 parser.add_argument("--json", type=Path, help="write the results here")
 parser.add_argument("--replays", type=int, default=50,
                     help="graph replays a median of the first table (default 50: pairs of [flush; top-k] and [flush])")
+parser.add_argument("--shapes", nargs="+", type=shape, metavar="dtype:rows:width:k",
+                    help="these shapes instead of issue 5's few-row ones")
 args = parser.parse_args()
 if args.warm and (args.dists or not args.phases):
     parser.error("--warm reports clock64 cycles only (its graph times undercount): use it with --phases, without --dists")
@@ -104,8 +108,8 @@ from deepselect_rt.cuda import backend, module  # noqa: E402
 from deepselect_rt.cuda.plan import choose_split, make_plan, radix_tier, row_vectors  # noqa: E402
 from deepselect_rt.cuda.variants import SPLIT_RADIX  # noqa: E402
 
-SHAPES = [("bfloat16", 1, 131072, 512), ("bfloat16", 1, 131072, 2048), ("bfloat16", 8, 131072, 2048),
-          ("bfloat16", 1, 1 << 20, 2048), ("float32", 1, 129280, 512)]
+SHAPES = args.shapes or [("bfloat16", 1, 131072, 512), ("bfloat16", 1, 131072, 2048), ("bfloat16", 8, 131072, 2048),
+                        ("bfloat16", 1, 1 << 20, 2048), ("float32", 1, 129280, 512)]
 DISTS = ("normal", "all_equal", "few_distinct", "ascending", "few_finite")
 CALLS = 15
 # --warm keeps a 16-byte "flush", which evicts nothing.
