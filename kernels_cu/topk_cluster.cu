@@ -208,26 +208,25 @@ __device__ __forceinline__ u32 prefilter(const Vec (&x)[V], u64& valid, u32 top_
     u32 groups = 1;  // 1, 2 or 4
     if (SMALL_CLUSTER)
         while (groups < 4 && groups < want) groups <<= 1;
-    const u32 lg = 31 - __clz(V / groups);  // vector u is in group u >> lg
     // The groups' maxima as keys: the thread's largest key where it is one group (every plan but
-    // the small-cluster variant's); else folded a vector at a time, as packed words first. (Made from every vector's key
-    // in the 1M-element rows' clusters of 16, they added ~170 instructions a thread, and the
-    // prefilter step took 9,700 cycles a CTA where it had taken 5,800: clock64 marks, H200.)
+    // the small-cluster variant's); else the packed maxima of the quarters of its vectors (V >= 4
+    // in the variant's tiers), paired for two groups. (Made from every vector's key in the
+    // 1M-element rows' clusters of 16, they added ~170 instructions a thread, and the prefilter
+    // step took 9,700 cycles a CTA where it had taken 5,800; folded with a select a group for
+    // each vector, 2,700 cycles at 64 x 128K: clock64 marks, H200.)
     u32 ga = top_key, gb = 0, gc = 0, gd = 0;
     if (SMALL_CLUSTER && groups > 1) {
-        u32 w0 = DS_NEG_INF_WORD, w1 = DS_NEG_INF_WORD, w2 = DS_NEG_INF_WORD, w3 = DS_NEG_INF_WORD;
+        u32 q[4] = {DS_NEG_INF_WORD, DS_NEG_INF_WORD, DS_NEG_INF_WORD, DS_NEG_INF_WORD};
 #pragma unroll
-        for (int u = 0; u < V; ++u) {
-            const u32 w = vec_max(x[u]), g = (u32)u >> lg;
-            w0 = g == 0 ? max2_nan(w0, w) : w0;
-            w1 = g == 1 ? max2_nan(w1, w) : w1;
-            w2 = g == 2 ? max2_nan(w2, w) : w2;
-            w3 = g == 3 ? max2_nan(w3, w) : w3;
+        for (int u = 0; u < V; ++u) q[u * 4 / V] = max2_nan(q[u * 4 / V], vec_max(x[u]));
+        if (groups == 2) {
+            q[0] = max2_nan(q[0], q[1]);
+            q[1] = max2_nan(q[2], q[3]);
         }
-        ga = word_top_key(w0);
-        gb = word_top_key(w1);
-        gc = word_top_key(w2);
-        gd = word_top_key(w3);
+        ga = word_top_key(q[0]);
+        gb = word_top_key(q[1]);
+        gc = word_top_key(q[2]);
+        gd = word_top_key(q[3]);
     }
     const auto each_group = [=](auto f) {
         f(ga);
