@@ -60,6 +60,14 @@ EDITS = {
         ("    const u32 kc = (k + split - 1) / split;\n",
          "    DS_MARK(13);\n    const u32 kc = (k + split - 1) / split;\n"),
         ("    const u32 t0 = sh.t0;\n", "    const u32 t0 = sh.t0;\n    DS_MARK(11);\n"),
+        # The prefilter's steps: the groups' maxima, the least of them, the selects of t_c (and
+        # t_k), the push of the bounds, the bound T0 (mark 11).
+        ("    const auto each_group = [=](auto f) {\n", "    DS_MARK(4);\n    const auto each_group = [=](auto f) {\n"),
+        ("    const auto fill = [&](u32* h, int shift, const Digits& d) {\n        each_group(",
+         "    DS_MARK(5);\n    const auto fill = [&](u32* h, int shift, const Digits& d) {\n        each_group("),
+        ("    push_to_cluster(sh.bounds, &sh.bounds_arrived,\n", "    DS_MARK(7);\n    push_to_cluster(sh.bounds, &sh.bounds_arrived,\n"),
+        ("                    split, rank);\n    if (threadIdx.x < 32) {\n        mbar_wait(&sh.bounds_arrived, 0);\n",
+         "                    split, rank);\n    DS_MARK(9);\n    if (threadIdx.x < 32) {\n        mbar_wait(&sh.bounds_arrived, 0);\n"),
         ("        rounds = compact(x, valid, t0, sh.top, k, candidate_keys, cols, sh.warp_totals, cta_v, first, last);\n",
          "        rounds = compact(x, valid, t0, sh.top, k, candidate_keys, cols, sh.warp_totals, cta_v, first, last);\n"
          "        DS_MARK(12);\n"),
@@ -146,9 +154,11 @@ def step_cycles(dtype, rows, width, k, fn):
     # (A tree whose kernel has no mark 1, the loads' issue and the prologue, counts them in "load".)
     order = ([("issue, prologue", 1)] if (marks[:, :, 1] != 0).all() else []) + [("load", 2)]
     # The prefiltered tiers' steps before their first pass: the data in (the threads' maxima),
-    # the prefilter's bound, the compaction; the other tiers' exchange of their largest keys.
-    order += [(name, slot) for name, slot in (("data in", 13), ("prefilter", 11), ("compact", 12))
-              if (marks[:, :, slot] != 0).all()]
+    # the prefilter's (groups, least, selects, push, bound), the compaction; the other tiers'
+    # exchange of their largest keys.
+    prefiltered = (("data in", 13), ("groups", 4), ("least", 5), ("selects", 7), ("push", 9), ("bound", 11),
+                   ("compact", 12))
+    order += [(name, slot) for name, slot in prefiltered if (marks[:, :, slot] != 0).all()]
     if (marks[:, :, 14] != 0).all():  # the window pass's start: the row's largest key (or T0)
         order.append(("top" if (marks[:, :, 12] == 0).all() else "window start", 14))
     for p in passes:
