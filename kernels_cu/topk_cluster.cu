@@ -84,6 +84,7 @@ constexpr bool PREFILTERED = V * DS_VEC >= PREFILTER_ELEMS;
 #define DS_SMALL_CLUSTER 0
 #endif
 constexpr bool SMALL_CLUSTER = PREFILTERED && DS_SMALL_CLUSTER;
+static_assert(!SMALL_CLUSTER || V >= 4, "the small-cluster prefilter folds quarters of a thread's vectors");
 
 // Shared memory after Shared: the prefiltered tiers' candidates (their vector offsets in the
 // CTA's slice, then their keys), then the gather buffer (k composites, rounded up to a power of

@@ -6,7 +6,7 @@
     python tools/cluster_phases.py --phases --dist all_equal   # the steps on one skewed distribution
     python tools/cluster_phases.py --tree /tmp/base --json base.json   # another tree, to compare
     python tools/cluster_phases.py --phases --warm  # cycles with L2 not flushed: what the cold code and row cost
-    python tools/cluster_phases.py --phases --shapes bfloat16:64:131072:512   # other shapes (clusters of two)
+    python tools/cluster_phases.py --phases --shapes bfloat16:64:131072:2048   # other shapes (clusters of two)
 
 --phases times a copy of the kernels (in a temporary folder) that carries marks: at each one
 every thread meets a __syncthreads, then thread 0 of each CTA stores clock64 and %globaltimer to
