@@ -178,6 +178,24 @@ __device__ __forceinline__ void row_top(u32 split, u32 rank, Shared& sh) {
     __syncthreads();
 }
 
+// The packed maxima of the quarters of a thread's vectors (V >= 4 in the prefiltered tiers, which
+// alone call it), at compile-time indices: a select a quarter for each vector took the
+// small-cluster variant's step 2,732 cycles a CTA, this 2,284 (64 x 128K bf16 k=2048, clock64
+// marks, H200 session 25).
+__device__ __forceinline__ void fold_quarters(const Vec (&x)[V], u32 (&q)[4]) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) q[i] = DS_NEG_INF_WORD;
+#pragma unroll
+    for (int u = 0; u < V; ++u) q[u * 4 / V] = max2_nan(q[u * 4 / V], vec_max(x[u]));
+}
+
+// Clears from `valid` the vectors whose largest key is below t.
+__device__ __forceinline__ void clear_below(const Vec (&x)[V], u64& valid, u32 t) {
+#pragma unroll
+    for (int u = 0; u < V; ++u)
+        if (vec_top_key(x[u]) < t) valid &= ~((u64)((1u << DS_VEC) - 1) << (u * DS_VEC));
+}
+
 // Clears from `valid` the vectors whose elements are all below T0, a key at or below the row's
 // k-th largest. Each thread offers its largest key (the small-cluster variant: the maxima of g =
 // 1, 2 or 4 groups of its vectors), and each CTA finds, by a radix select over them (slack a
@@ -217,9 +235,8 @@ __device__ __forceinline__ u32 prefilter(const Vec (&x)[V], u64& valid, u32 top_
     // each vector, 2,700 cycles at 64 x 128K: clock64 marks, H200.)
     u32 ga = top_key, gb = 0, gc = 0, gd = 0;
     if (SMALL_CLUSTER && groups > 1) {
-        u32 q[4] = {DS_NEG_INF_WORD, DS_NEG_INF_WORD, DS_NEG_INF_WORD, DS_NEG_INF_WORD};
-#pragma unroll
-        for (int u = 0; u < V; ++u) q[u * 4 / V] = max2_nan(q[u * 4 / V], vec_max(x[u]));
+        u32 q[4];
+        fold_quarters(x, q);
         if (groups == 2) {
             q[0] = max2_nan(q[0], q[1]);
             q[1] = max2_nan(q[2], q[3]);
@@ -274,10 +291,33 @@ __device__ __forceinline__ u32 prefilter(const Vec (&x)[V], u64& valid, u32 top_
     }
     __syncthreads();
     const u32 t0 = sh.t0;
-#pragma unroll
-    for (int u = 0; u < V; ++u)
-        if (vec_top_key(x[u]) < t0) valid &= ~((u64)((1u << DS_VEC) - 1) << (u * DS_VEC));
+    clear_below(x, valid, t0);
     return t0;
+}
+
+// Where T0 keeps more vectors of this CTA than it has threads, though its keys are not all equal:
+// clears the vectors below a key t at or below k of the CTA's quarters' maxima (distinct
+// elements, so t is at or below the row's k-th largest, like T0). This CTA's bound, not the
+// cluster's: only the vectors it keeps change, T0 (the window pass's start) does not. For rows
+// whose largest values lie mostly in one CTA's slice, where the cluster's bound comes from the
+// others' (the real indexer rows at 64 rows, clusters of two, k = 512: T0 kept 933-3,456 vectors
+// in the late columns' CTA, this 541-578, NumPy model of the four rows; those 64 rows took 29.5 ->
+// 24.9 us at k = 512, 33.3 -> 28.7 at 1024, ascending rows 38.7 -> 25.8, H200 session 26).
+// Normal rows keep fewer vectors than threads and never run it. The prefilter's arrays are free
+// again: its last picks came before the barrier that published T0.
+__device__ __forceinline__ void raise_bound(const Vec (&x)[V], u64& valid, u32 k, Shared& sh) {
+    OneBarrierHistogram<NT>::init(sh.prefilter_hist);
+    u32 q[4];
+    fold_quarters(x, q);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) q[i] = word_top_key(q[i]);
+    const auto fill = [&](u32* h, int shift, const Digits& d) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) hist_add(h, (q[i] >> shift) & 255, (q[i] & (u32)d.mask) == (u32)d.prefix);
+    };
+    __syncthreads();
+    OneBarrierHistogram<NT> local{sh.prefilter_hist};
+    clear_below(x, valid, (u32)radix_digits(DS_ELEM_BITS - 8, k, k / 4, sh.sel, local, fill).prefix);
 }
 
 // Key 0 for the keys of kv below t0 and for its elements whose bit in `bits` is clear, a word
@@ -362,10 +402,10 @@ __device__ __forceinline__ void drop_late_ties(const Vec (&x)[V], u64& valid, u3
 // outside the row or below t0 (below K: neither winners nor in K's bucket): done before the
 // move, on every vector a thread holds (the stores are predicated), that cost ~2,800 issue
 // cycles of each SM sub-partition (1 x 1M bf16, ncu). Where more vectors than threads are left,
-// drop_late_ties first clears those no winner can come from. `valid` becomes the candidates'
-// (nonzero keys). Returns rounds.
-__device__ __forceinline__ u32 compact(const Vec (&x)[V], u64& valid, u32 t0, u32 top, u32 k, uint4* keys, u16* cols,
-                                       u32* warp_totals, u32 cta_v, u32 first, u32 last) {
+// drop_late_ties or raise_bound first clears those no winner can come from. `valid` becomes the
+// candidates' (nonzero keys). Returns rounds.
+__device__ __forceinline__ u32 compact(const Vec (&x)[V], u64& valid, u32 t0, u32 k, uint4* keys, u16* cols, Shared& sh,
+                                       u32 cta_v, u32 first, u32 last) {
     const u32 lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     // Ranks in column order (slot_ranks' layout) from a ballot a slot, taken again for the
     // stores: an array of the ranks spilled.
@@ -379,7 +419,7 @@ __device__ __forceinline__ u32 compact(const Vec (&x)[V], u64& valid, u32 t0, u3
             run += __popc(__ballot_sync(DS_FULL_MASK, kept >> u & 1));
         }
         before[0] = 0;
-        return warp_offsets<NT, 1>(run, before, warp_totals);
+        return warp_offsets<NT, 1>(run, before, sh.warp_totals);
     };
     u32 count = rank_kept();
     // Rows of many equal keys at T0 keep nearly every vector: T0 is then the row's largest key
@@ -387,9 +427,14 @@ __device__ __forceinline__ u32 compact(const Vec (&x)[V], u64& valid, u32 t0, u3
     // keep a few hundred a CTA (1M-element rows, k = 2048), but with one maximum a thread
     // thousands where a CTA's share of k is its thread count (clusters of two at k = 2048, T0
     // near the least thread maximum, before the small-cluster variant), with almost nothing to
-    // drop.
-    if (count > NT && (t0 == top || t0 == key_of((bits_t)DS_NEG_INF_WORD))) {
-        drop_late_ties(x, valid, t0, k, warp_totals);
+    // drop. Elsewhere T0 is weak for this CTA's slice: a bound of its own (not where the
+    // small-cluster variant's T0 already holds every CTA's t_k, and only while 4 x NT quarters
+    // hold rank k).
+    if (count > NT && (t0 == sh.top || t0 == key_of((bits_t)DS_NEG_INF_WORD))) {
+        drop_late_ties(x, valid, t0, k, sh.warp_totals);
+        count = rank_kept();
+    } else if (count > NT && t0 && !SMALL_CLUSTER && 4 * NT >= k) {
+        raise_bound(x, valid, k, sh);
         count = rank_kept();
     }
     u32 pos = before[0];
@@ -523,7 +568,7 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS, 1) DS_ENTRY(const Param
             __syncthreads();
             row_top(split, rank, sh);
         }
-        rounds = compact(x, valid, t0, sh.top, k, candidate_keys, cols, sh.warp_totals, cta_v, first, last);
+        rounds = compact(x, valid, t0, k, candidate_keys, cols, sh, cta_v, first, last);
     } else {
         row_top(split, rank, sh);
     }

@@ -354,6 +354,38 @@ def test_radix_prefilter_in_small_clusters(dtype, tier, split):
     assert ((split, vectors) in _radix_plans(small_cluster_only=True)) == (split == 2 and 2 * threads >= 2048)
 
 
+@pytest.mark.parametrize("dtype,tier", [("bfloat16", 2), ("bfloat16", 3), ("float16", 3), ("float32", 3)])
+@pytest.mark.parametrize("split", [2, 4, 16])
+def test_radix_bound_of_a_cta_own(dtype, tier, split):
+    # Where the cluster's bound T0 keeps more vectors of a CTA than it has threads, and its keys
+    # are not all equal, that CTA clears its vectors below a bound of its own (raise_bound: a key
+    # at or below k of its quarters' maxima). Rows whose largest values crowd one CTA's slice
+    # (the last or the first), with ties at the k-th value there, NaN among them, zeros under a
+    # few ones (k = 1024: -0.0 and +0.0 at the k-th value) and the crowded slice cut by the row's
+    # end; k = 512 and 1024, where clusters of two take the variant without t_k.
+    threads, vectors = _radix_tier(dtype, tier)
+    width = threads * vectors * split * (16 // ITEMSIZE[dtype]) - 7
+    crowd = width // split
+    rows = distributions.make("normal", 6, width, "float32", seed=split * 100 + tier)
+    rows[0, -crowd:] += 50
+    rows[1, :crowd] += 50
+    rows[2, -crowd:] = 50 + np.round(rows[2, -crowd:] * 4) / 4  # runs of ties at the k-th value
+    rows[3, -crowd:] += 50
+    rows[3, -crowd // 3] = np.nan
+    rows[4, -crowd:] = np.where(np.arange(crowd) % 3 == 0, -0.0, 0.0)
+    rows[4, -crowd:: 97] = 1.0
+    rows[5, -crowd:] = np.abs(rows[5, -crowd:]) + 1
+    x = rows.astype(numpy_dtype(dtype))
+    end = np.full(6, width, np.int32)
+    end[5] = width - crowd // 2  # the crowded slice cut by the row's end
+    with backend.forced_split(split, SPLIT_RADIX):
+        for k in (512, 1024):
+            for policy in ("sentinel", "propagate"):
+                check(x, k, end=end, indices_type="int32", nan_policy=policy)
+            check(x, k, end=end, sorted=True, nan_policy="sentinel")
+    assert (split, vectors) in _radix_plans()
+
+
 def test_real_fixtures_in_clusters_of_two(fixtures_dir):
     # The indexer rows as 32-66 rows of them run (radix_split: clusters of two), with their
     # causal ends: most of their top values lie in the later half, one CTA's slice.

@@ -68,8 +68,8 @@ EDITS = {
         ("    push_to_cluster(sh.bounds, &sh.bounds_arrived,\n", "    DS_MARK(7);\n    push_to_cluster(sh.bounds, &sh.bounds_arrived,\n"),
         ("                    split, rank);\n    if (threadIdx.x < 32) {\n        mbar_wait(&sh.bounds_arrived, 0);\n",
          "                    split, rank);\n    DS_MARK(9);\n    if (threadIdx.x < 32) {\n        mbar_wait(&sh.bounds_arrived, 0);\n"),
-        ("        rounds = compact(x, valid, t0, sh.top, k, candidate_keys, cols, sh.warp_totals, cta_v, first, last);\n",
-         "        rounds = compact(x, valid, t0, sh.top, k, candidate_keys, cols, sh.warp_totals, cta_v, first, last);\n"
+        ("        rounds = compact(x, valid, t0, k, candidate_keys, cols, sh, cta_v, first, last);\n",
+         "        rounds = compact(x, valid, t0, k, candidate_keys, cols, sh, cta_v, first, last);\n"
          "        DS_MARK(12);\n"),
         ("        u32* h = hist.begin(sh.sel);\n        u32 below = 0, neg_inf = 0;\n",
          "        DS_MARK(14);\n        u32* h = hist.begin(sh.sel);\n        u32 below = 0, neg_inf = 0;\n"),

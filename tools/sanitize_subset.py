@@ -46,6 +46,16 @@ for how in () if ARGS.batch else ("radix",) if ARGS.radix else ("radix", "cluste
                 for k in (7, 2048):
                     deepselect_rt.topk(x[:, 1:], k, end=end, sorted=True, nan_policy="propagate")
                     deepselect_rt.topk(x[:, 1:], k, end=end, nan_policy="sentinel")
+if not ARGS.batch:
+    # The prefiltered tier in clusters of two, on rows whose largest values fill the later CTA's
+    # slice: there that CTA clears its vectors below a bound of its own (raise_bound).
+    with backend.forced_split(2, "radix"):
+        x = torch.randn(2, 131072, device="cuda").to(torch.bfloat16)
+        x[0, 65536:] += 50
+        x[1] = torch.linspace(-1, 1, 131072, device="cuda")
+        for k in (512, 1024):
+            deepselect_rt.topk(x, k, nan_policy="sentinel")
+            deepselect_rt.topk(x, k, sorted=True, nan_policy="sentinel")
 for dt in () if ARGS.radix else (torch.bfloat16, torch.float32):
     # Rows of one value whose sampled vectors (one a thread, t * vectors // 256, give or take
     # one as the rows start unaligned) hold a lower one pass every other element: more than the
