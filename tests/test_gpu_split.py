@@ -360,9 +360,10 @@ def test_radix_bound_of_a_cta_own(dtype, tier, split):
     # Where the cluster's bound T0 keeps more vectors of a CTA than it has threads, and its keys
     # are not all equal, that CTA clears its vectors below a bound of its own (raise_bound: a key
     # at or below k of its quarters' maxima). Rows whose largest values crowd one CTA's slice
-    # (the last or the first), with ties at the k-th value there, NaN among them, zeros under a
-    # few ones (k = 1024: -0.0 and +0.0 at the k-th value) and the crowded slice cut by the row's
-    # end; k = 512 and 1024, where clusters of two take the variant without t_k.
+    # (the last or the first), with ties at the k-th value there, NaN among them; zeros of both
+    # signs under a few ones in one CTA's slice (the rest of that row is normal: its k-th value
+    # lies there, not among the zeros); a row ending early (every CTA's later threads then hold
+    # nothing); k = 512 and 1024, where clusters of two take the variant without t_k.
     threads, vectors = _radix_tier(dtype, tier)
     width = threads * vectors * split * (16 // ITEMSIZE[dtype]) - 7
     crowd = width // split
@@ -377,7 +378,7 @@ def test_radix_bound_of_a_cta_own(dtype, tier, split):
     rows[5, -crowd:] = np.abs(rows[5, -crowd:]) + 1
     x = rows.astype(numpy_dtype(dtype))
     end = np.full(6, width, np.int32)
-    end[5] = width - crowd // 2  # the crowded slice cut by the row's end
+    end[5] = width - crowd // 2
     with backend.forced_split(split, SPLIT_RADIX):
         for k in (512, 1024):
             for policy in ("sentinel", "propagate"):
