@@ -196,6 +196,16 @@ __device__ __forceinline__ void clear_below(const Vec (&x)[V], u64& valid, u32 t
         if (vec_top_key(x[u]) < t) valid &= ~((u64)((1u << DS_VEC) - 1) << (u * DS_VEC));
 }
 
+// A key at or below `rank` of the CTA's keys, those each_key(f) hands f in every thread: a radix
+// select in the CTA, a quarter of the rank as slack (the prefilter's t_c and t_k, raise_bound's).
+template <class EachKey>
+__device__ __forceinline__ u32 cta_bound(EachKey each_key, u32 rank, OneBarrierHistogram<NT>& local, Shared& sh) {
+    const auto fill = [&](u32* h, int shift, const Digits& d) {
+        each_key([&](u32 key) { hist_add(h, (key >> shift) & 255, (key & (u32)d.mask) == (u32)d.prefix); });
+    };
+    return (u32)radix_digits(DS_ELEM_BITS - 8, rank, rank / 4, sh.sel, local, fill).prefix;
+}
+
 // Clears from `valid` the vectors whose elements are all below T0, a key at or below the row's
 // k-th largest. Each thread offers its largest key (the small-cluster variant: the maxima of g =
 // 1, 2 or 4 groups of its vectors), and each CTA finds, by a radix select over them (slack a
@@ -258,12 +268,9 @@ __device__ __forceinline__ u32 prefilter(const Vec (&x)[V], u64& valid, u32 top_
     each_group([&](u32 key) { least = min(least, key); });
     least = __reduce_min_sync(DS_FULL_MASK, least);
     if ((threadIdx.x & 31) == 0) atomicMin(&sh.least_max, least);  // the select's barriers order it
-    const auto fill = [&](u32* h, int shift, const Digits& d) {
-        each_group([&](u32 key) { hist_add(h, (key >> shift) & 255, (key & (u32)d.mask) == (u32)d.prefix); });
-    };
     OneBarrierHistogram<NT> local{sh.prefilter_hist};
-    const u32 tc = (u32)radix_digits(DS_ELEM_BITS - 8, kc, kc / 4, sh.sel, local, fill).prefix;
-    const u32 tk = by_k ? (u32)radix_digits(DS_ELEM_BITS - 8, k, k / 4, sh.sel, local, fill).prefix : 0;
+    const u32 tc = cta_bound(each_group, kc, local, sh);
+    const u32 tk = by_k ? cta_bound(each_group, k, local, sh) : 0;
     push_to_cluster(sh.bounds, &sh.bounds_arrived,
                     make_uint4(tc, sh.least_max, threadIdx.x < split ? cta_top(sh) : 0, tk),
                     split, rank);
@@ -311,13 +318,15 @@ __device__ __forceinline__ void raise_bound(const Vec (&x)[V], u64& valid, u32 k
     fold_quarters(x, q);
 #pragma unroll
     for (int i = 0; i < 4; ++i) q[i] = word_top_key(q[i]);
-    const auto fill = [&](u32* h, int shift, const Digits& d) {
-#pragma unroll
-        for (int i = 0; i < 4; ++i) hist_add(h, (q[i] >> shift) & 255, (q[i] & (u32)d.mask) == (u32)d.prefix);
+    const auto each_quarter = [&](auto f) {
+        f(q[0]);
+        f(q[1]);
+        f(q[2]);
+        f(q[3]);
     };
     __syncthreads();
     OneBarrierHistogram<NT> local{sh.prefilter_hist};
-    clear_below(x, valid, (u32)radix_digits(DS_ELEM_BITS - 8, k, k / 4, sh.sel, local, fill).prefix);
+    clear_below(x, valid, cta_bound(each_quarter, k, local, sh));
 }
 
 // Key 0 for the keys of kv below t0 and for its elements whose bit in `bits` is clear, a word

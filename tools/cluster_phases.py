@@ -63,8 +63,8 @@ EDITS = {
         # The prefilter's steps: the groups' maxima, the least of them, the selects of t_c (and
         # t_k), the push of the bounds, the bound T0 (mark 11).
         ("    const auto each_group = [=](auto f) {\n", "    DS_MARK(4);\n    const auto each_group = [=](auto f) {\n"),
-        ("    const auto fill = [&](u32* h, int shift, const Digits& d) {\n        each_group(",
-         "    DS_MARK(5);\n    const auto fill = [&](u32* h, int shift, const Digits& d) {\n        each_group("),
+        ("    OneBarrierHistogram<NT> local{sh.prefilter_hist};\n    const u32 tc",
+         "    DS_MARK(5);\n    OneBarrierHistogram<NT> local{sh.prefilter_hist};\n    const u32 tc"),
         ("    push_to_cluster(sh.bounds, &sh.bounds_arrived,\n", "    DS_MARK(7);\n    push_to_cluster(sh.bounds, &sh.bounds_arrived,\n"),
         ("                    split, rank);\n    if (threadIdx.x < 32) {\n        mbar_wait(&sh.bounds_arrived, 0);\n",
          "                    split, rank);\n    DS_MARK(9);\n    if (threadIdx.x < 32) {\n        mbar_wait(&sh.bounds_arrived, 0);\n"),
