@@ -42,10 +42,21 @@ def _radix_tier(dtype: str, tier: int) -> tuple:
     return RADIX_TIERS[dtype][tier]
 
 
-def _radix_width(dtype: str, tier: int) -> int:
-    """Columns a tier holds at 16 CTAs a row."""
+def _radix_width(dtype: str, tier: int, split: int = 16, ragged: int = 0) -> int:
+    """Columns a tier holds at ``split`` CTAs a row; with ``ragged`` > 0, a vector and ``ragged``
+    columns fewer: rows of a width off the vector whose stride then leaves the 16-byte boundary,
+    so that a row may span one vector more (plan.row_vectors), and the tier still holds them."""
     threads, vectors = _radix_tier(dtype, tier)
-    return threads * vectors * 16 * (16 // ITEMSIZE[dtype])
+    vec = 16 // ITEMSIZE[dtype]
+    width = threads * vectors * split * vec - (vec + ragged if ragged else 0)
+    assert radix_tier(dtype, row_vectors(dtype, width, row_stride=width), split) == (threads, vectors)
+    return width
+
+
+@pytest.fixture(autouse=True)
+def _no_earlier_plans():
+    # _radix_plans then holds the plans of the running test alone.
+    backend.forget_plans()
 
 
 @pytest.fixture(params=[SPLIT_RADIX, SPLIT_CLUSTER, SPLIT_WORKSPACE])
@@ -223,7 +234,7 @@ def test_radix_runs_of_equal_values(dtype, tier):
     # Runs of one value (0, 1.5, -2, +-inf) among random ones, at random lengths, in rows just
     # inside each tier at 16 CTAs: a warp's lanes hold vectors of one value, of a few, or a mix,
     # and the k-th key may be one a run shares with thousands of columns across CTAs.
-    width = _radix_width(dtype, tier) - 5
+    width = _radix_width(dtype, tier, ragged=5)
     rng = np.random.default_rng(tier)
     x = rng.standard_normal((2, width)).astype(np.float32)
     for row in x:
@@ -245,7 +256,7 @@ def test_radix_key_window_settles_or_falls_back(dtype, tier):
     # key, when K lies in it (normal rows); otherwise they run the passes from the top. Rows
     # ascending over 60 octaves put K far from both (k = 2048: the bound, about CTA 14's smallest
     # thread maximum, ~7 octaves below K). float16 has no window. Each must match NumPy.
-    width = _radix_width(dtype, tier) - 3
+    width = _radix_width(dtype, tier, ragged=3)
     normal = distributions.make("normal", 2, width, dtype, seed=tier)
     octaves = np.exp2(np.linspace(-30, 30, width, dtype=np.float32))[None, :].repeat(2, axis=0)
     octaves[1] = -octaves[1][::-1]
@@ -298,7 +309,7 @@ def test_radix_key_window_from_the_top_at_its_edge(dtype, tier):
     # its lowest key settles there, one key lower falls back to the passes from the top. -inf
     # has a bin of its own below the window: rows of -inf with fewer than k others settle
     # there; with k or more, K is finite and may lie far below the window.
-    width = _radix_width(dtype, tier) - 5
+    width = _radix_width(dtype, tier, ragged=5)
     for k in (100, 2048):
         with backend.forced_split(16, SPLIT_RADIX):
             for x in (_window_edge_rows(dtype, width, k, seed=k + tier), _masked_rows(dtype, width, k, seed=k)):
@@ -313,7 +324,7 @@ def test_radix_prefilter_bound_from_the_top_ctas(dtype, tier):
     # rather than from the least t_c: rows whose largest values fill the last CTAs' slices (an
     # ascending ramp; a normal row whose last eighth is raised by 50; the same raised eighth
     # first, behind -inf), and normal rows where it must not. Each must match NumPy.
-    width = _radix_width(dtype, tier) - 5
+    width = _radix_width(dtype, tier, ragged=5)
     rows = distributions.make("normal", 4, width, "float32", seed=tier)
     rows[0] = np.linspace(-1, 1, width, dtype=np.float32)
     rows[1, -width // 8:] += 50
@@ -338,7 +349,7 @@ def test_radix_prefilter_in_small_clusters(dtype, tier, split):
     # raised, the first eighth raised), a causal row (-inf past a third), a row ending early
     # (its `end`: the later threads hold nothing) and a normal row.
     threads, vectors = _radix_tier(dtype, tier)
-    width = threads * vectors * split * (16 // ITEMSIZE[dtype]) - 3
+    width = _radix_width(dtype, tier, split, ragged=3)
     rows = distributions.make("normal", 6, width, "float32", seed=split * 10 + tier)
     rows[0] = np.linspace(-1, 1, width, dtype=np.float32)
     rows[1, -width // 4:] += 50
@@ -360,12 +371,12 @@ def test_radix_bound_of_a_cta_own(dtype, tier, split):
     # Where the cluster's bound T0 keeps more vectors of a CTA than it has threads, and its keys
     # are not all equal, that CTA clears its vectors below a bound of its own (raise_bound: a key
     # at or below k of its quarters' maxima). Rows whose largest values crowd one CTA's slice
-    # (the last or the first), with ties at the k-th value there, NaN among them; zeros of both
-    # signs under a few ones in one CTA's slice (the rest of that row is normal: its k-th value
-    # lies there, not among the zeros); a row ending early (every CTA's later threads then hold
-    # nothing); k = 512 and 1024, where clusters of two take the variant without t_k.
+    # (the last or the first), with ties at the k-th value there, NaN among them, -0.0 at the
+    # k-th value among a few ones and +0.0s (the rest of the row below -1: there the bound must
+    # not pass -0.0), and a row ending early, so that every CTA's later threads hold nothing;
+    # k = 512 and 1024, where clusters of two take the variant without t_k.
     threads, vectors = _radix_tier(dtype, tier)
-    width = threads * vectors * split * (16 // ITEMSIZE[dtype]) - 7
+    width = _radix_width(dtype, tier, split, ragged=7)
     crowd = width // split
     rows = distributions.make("normal", 6, width, "float32", seed=split * 100 + tier)
     rows[0, -crowd:] += 50
@@ -373,8 +384,10 @@ def test_radix_bound_of_a_cta_own(dtype, tier, split):
     rows[2, -crowd:] = 50 + np.round(rows[2, -crowd:] * 4) / 4  # runs of ties at the k-th value
     rows[3, -crowd:] += 50
     rows[3, -crowd // 3] = np.nan
-    rows[4, -crowd:] = np.where(np.arange(crowd) % 3 == 0, -0.0, 0.0)
-    rows[4, -crowd:: 97] = 1.0
+    rows[4] = -np.abs(rows[4]) - 1
+    rows[4, -crowd:] = -0.0
+    rows[4, -crowd:: 97] = 1.0  # ones and +0.0s: fewer than k = 1024 (than 512 too in slices of 32K)
+    rows[4, -crowd + 50:: 193] = 0.0
     rows[5, -crowd:] = np.abs(rows[5, -crowd:]) + 1
     x = rows.astype(numpy_dtype(dtype))
     end = np.full(6, width, np.int32)
@@ -383,7 +396,7 @@ def test_radix_bound_of_a_cta_own(dtype, tier, split):
         for k in (512, 1024):
             for policy in ("sentinel", "propagate"):
                 check(x, k, end=end, indices_type="int32", nan_policy=policy)
-            check(x, k, end=end, sorted=True, nan_policy="sentinel")
+                check(x, k, end=end, sorted=True, nan_policy=policy)
     assert (split, vectors) in _radix_plans()
 
 
@@ -413,7 +426,7 @@ def test_radix_nan_flag_in_every_tier(dtype, tier):
     # tiers without the prefilter). NaN only in the last CTA's slice (row 0), -NaN at column 0
     # (row 1), none (row 2); then the rows cut to k - 5 elements by `end` (row 0's NaN past
     # it). The sentinel needs the row's NaN in every CTA.
-    width = _radix_width(dtype, tier) - 3
+    width = _radix_width(dtype, tier, ragged=3)
     x = distributions.make("normal", 3, width, dtype, seed=tier)
     x[0, width - 2] = np.nan
     x[1, 0] = -x.dtype.type(np.nan)
