@@ -19,6 +19,7 @@ parser.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16
 parser.add_argument("--rows", type=gpu_tool.int_list, default=[1, 4, 8, 16, 32], help="the grid's row counts")
 parser.add_argument("--widths", type=gpu_tool.int_list, default=[32768, 131072, 1 << 20], help="the grid's widths")
 parser.add_argument("--ks", type=gpu_tool.int_list, default=[512, 2048], help="the grid's k values")
+parser.add_argument("--any-waves", action="store_true", help="time clusters of the radix select in several waves too")
 ARGS = gpu_tool.start("tools/tune_split.py", parser)
 
 import torch  # noqa: E402
@@ -78,8 +79,8 @@ if not ARGS.goals:
         stream_split = split_factor(rows, width, k, sms)
         times = {f"stream {stream_split}": timed(dtype, rows, width, k, stream_split)}
         for s in SPLITS:
-            # One CTA a row in as many waves as it takes; clusters within one wave.
-            fits = (s == 1 or rows * s <= sms) and radix_tier(dtype, row_vectors(dtype, width), s)
+            # One CTA a row in as many waves as it takes; clusters within one wave unless --any-waves.
+            fits = (s == 1 or rows * s <= sms or ARGS.any_waves) and radix_tier(dtype, row_vectors(dtype, width), s)
             times[f"radix {s}"] = timed(dtype, rows, width, k, s, SPLIT_RADIX) if fits else None
         best = min((t, name) for name, t in times.items() if t is not None)[1]
         how, split = rule(dtype, rows, width, k)
