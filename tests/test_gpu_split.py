@@ -375,7 +375,7 @@ def test_radix_bound_of_a_cta_own(dtype, tier, split):
     # k-th value among a few ones and +0.0s (the rest of the row below -1: there the bound must
     # not pass -0.0), and a row ending early, so that every CTA's later threads hold nothing;
     # k = 512 and 1024, where clusters of two take the variant without t_k.
-    threads, vectors = _radix_tier(dtype, tier)
+    vectors = _radix_tier(dtype, tier)[1]
     width = _radix_width(dtype, tier, split, ragged=7)
     crowd = width // split
     rows = distributions.make("normal", 6, width, "float32", seed=split * 100 + tier)

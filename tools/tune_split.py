@@ -2,8 +2,8 @@
 through the streaming kernel at split_factor's split (1 = one CTA per row) and through the
 cluster radix select at every split it fits (one CTA a row in any number of waves, clusters
 within one wave, or in several with --any-waves); then the issue's goal shapes with the
-automatic rule, each way, and torch.topk. GPU only; prints tables, writes JSON to the path given (default split.json).
-``--goals``: the goal table only."""
+automatic rule, each way, and torch.topk. GPU only; prints tables, writes JSON to the path
+given (default split.json). ``--goals``: the goal table only."""
 
 import json
 from pathlib import Path
