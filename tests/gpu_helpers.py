@@ -12,7 +12,9 @@ import pytest
 
 import deepselect_rt
 from deepselect_rt import reference
-from deepselect_rt.cuda import module
+from deepselect_rt.cuda import backend
+from deepselect_rt.cuda.plan import few_rows_tuning, make_plan
+from deepselect_rt.cuda.variants import Variant, stream_bucket, stream_variant
 from deepselect_rt.errors import NaNInputError
 
 # The tools' positions of the streaming kernel's sampled vectors (tools/gpu_tool.py).
@@ -54,11 +56,37 @@ def cupy_cuda():
     pytest.skip("no CUDA device for CuPy")
 
 
-def batch_rows(at_least: int = 140) -> int:
-    """Rows for a batch the plan runs one streaming CTA a row: more than the GPU's SMs (fewer
-    take the few-row variants or a split, deepselect_rt/cuda/backend.py), and ``at_least``."""
+def batch_rows(width: int, dtype: str, *ks: int) -> int:
+    """The fewest rows, at least 140 and 8 more than the GPU's SMs (fewer take a split or the
+    cluster radix select), of a batch of ``width`` columns that the plan runs at one streaming
+    CTA a row of the k bucket's tuning (``batch_variant``) at each of ``ks``: past the batches
+    the few-rows tuning takes (plan.few_rows_tuning; on an H200 up to 264 rows at k <= 2048).
+    Skips where none of the next 16 rows an SM does: the few-rows tuning takes every batch where
+    its CTAs an SM are as many as the bucket's, none past 12 rows an SM where fewer (of at most
+    4, DS_MIN_CTAS)."""
     torch_cuda()
-    return max(at_least, module.device_info(0).sm_count + 8)
+    limits = backend.device_limits(0)
+
+    def batch_tuned(rows: int) -> bool:
+        return all(make_plan(dtype, k, few_rows_tuning(rows, width, dtype, k, limits), limits).variant
+                   == batch_variant(dtype, k) for k in ks)
+
+    first = max(140, limits.sm_count + 8)
+    rows = next((r for r in range(first, first + 16 * limits.sm_count) if batch_tuned(r)), None)
+    if rows is None:
+        pytest.skip(f"no batch of {width} {dtype} columns runs the k bucket's tuning at k = {ks} here")
+    return rows
+
+
+def batch_variant(dtype: str, k: int) -> Variant:
+    """The streaming kernel's variant of k's bucket at one CTA a row (variants.STREAM_TUNING)."""
+    return stream_variant(dtype, stream_bucket(k))
+
+
+def stream_variants() -> set:
+    """The streaming kernel's variants of the plans the backend has prepared (since the last
+    backend.forget_plans())."""
+    return {r.plan.variant for r in backend._ready.values() if r.plan.variant.family == "topk_stream"}
 
 
 def to_device(arr: np.ndarray):
@@ -121,5 +149,5 @@ def check(x: np.ndarray, k: int, **kw) -> None:
     assert_same(got, want, f"shape={x.shape} dtype={x.dtype} k={k} {sorted(kw)}")
 
 
-__all__ = ["DTYPES", "torch_cuda", "cupy_cuda", "batch_rows", "sampled_columns", "to_device", "to_host", "check",
-           "run_both", "assert_same", "bits", "NaNInputError"]
+__all__ = ["DTYPES", "torch_cuda", "cupy_cuda", "batch_rows", "batch_variant", "stream_variants", "sampled_columns",
+           "to_device", "to_host", "check", "run_both", "assert_same", "bits", "NaNInputError"]

@@ -12,9 +12,9 @@ import pytest
 
 import deepselect_rt
 from deepselect_rt import distributions
-from deepselect_rt.cuda import variants
-from gpu_helpers import (DTYPES, NaNInputError, assert_same, batch_rows, bits, check, random_ranges, sampled_columns,
-                         to_device, to_host, torch_cuda)
+from deepselect_rt.cuda import backend, variants
+from gpu_helpers import (DTYPES, NaNInputError, assert_same, batch_rows, batch_variant, bits, check, random_ranges,
+                         sampled_columns, stream_variants, to_device, to_host, torch_cuda)
 
 pytestmark = pytest.mark.gpu
 
@@ -76,19 +76,22 @@ def _bitmap_columns(threads: int, loads: int, stages: int) -> int:
 @pytest.mark.parametrize("kmax", sorted(variants.STREAM_TUNING))
 @pytest.mark.parametrize("flags", [dict(sorted=False), dict(sorted_index=True)], ids=["unsorted", "sorted_index"])
 def test_column_bitmap_edges(kmax, flags):
-    """Rows whose range just fits the column bitmap, just does not, and fits from a begin > 0:
-    the finish writes by column through the bitmap or falls back to the sort."""
+    """Rows whose range just fits the column bitmap of the k bucket's tuning, just does not, and
+    fits from a begin > 0: the finish writes by column through the bitmap or falls back to the
+    sort. In a batch that runs that tuning (the few-rows tuning's bitmap holds more columns)."""
+    backend.forget_plans()
     threads, loads, _, stages = variants.STREAM_TUNING[kmax]
     cap = _bitmap_columns(threads, loads, stages)
-    rows = 133  # more rows than the H200's SMs: the batch tuning
-    x = distributions.make("normal", rows, cap + 9, "float32", seed=kmax)
+    k, width = kmax - 3, cap + 9
+    rows = batch_rows(width, "float32", k)
+    x = distributions.make("normal", rows, width, "float32", seed=kmax)
     begin = np.full(rows, 9, np.int32)
-    end = np.full(rows, cap + 9, np.int32)
+    end = np.full(rows, width, np.int32)
     begin[: rows // 3], end[: rows // 3] = 0, cap
     end[rows // 3 : 2 * rows // 3] = cap + 1
     begin[rows // 3 : 2 * rows // 3] = 0
-    k = kmax - 3
     check(x, k, begin=begin, end=end, indices_type="int32", **flags)
+    assert stream_variants() == {batch_variant("float32", k)}
 
 
 @pytest.mark.parametrize("name", distributions.NAMES)
@@ -123,14 +126,17 @@ def test_sampled_estimate_retried(dtype, k):
     """When a row holds fewer than k elements at or above the sampled estimate, the streaming
     kernel streams it again from a second estimate whose rank follows the row's own count
     (retry_rank, kernels_cu/row/stream_range.cuh), and once more from 0 if that one is too high
-    as well. The batch variant's sampled vectors hold values of 10-20 and the rest of the row
-    normal ones, but for h huge values (100-200) at columns it does not sample. The first
-    estimate (rank r, with at most r / 4 more sampled elements at or above it) then leaves
-    fewer than k; with h = k - r - r // 4 - 2 the second estimate holds, with h = k / 2 it does
-    not. A batch of more rows than SMs, so one streaming CTA a row."""
-    rows, width = batch_rows(), 131072
+    as well. In a batch that runs one CTA a row of the k bucket's tuning (256 threads; on an
+    H200 265 rows, where 264 would take the 512-thread few-rows tuning), its sampled vectors
+    hold values of 10-20 and the rest of the row normal ones, but for h huge values (100-200)
+    at columns it does not sample. The first estimate (rank r, with at most r / 4 more sampled
+    elements at or above it) then leaves fewer than k; with h = k - r - r // 4 - 2 the second
+    estimate holds, with h = k / 2 it does not."""
+    backend.forget_plans()
+    width = 131072
+    rows = batch_rows(width, dtype, k)
     item = np.dtype(DTYPES[dtype]).itemsize
-    threads = variants.STREAM_TUNING[variants.stream_bucket(k)][0]
+    threads = batch_variant(dtype, k).threads
     x = distributions.make("normal", rows, width, "float32", seed=12)
     rng = np.random.default_rng(k)
     sampled = sampled_columns(width, 16 // item, threads)
@@ -144,6 +150,7 @@ def test_sampled_estimate_retried(dtype, k):
     x = x.astype(DTYPES[dtype])
     for flags in FLAGS:
         check(x, k, indices_type="int32", **flags)
+    assert stream_variants() == {batch_variant(dtype, k)}
 
 
 @pytest.mark.parametrize("dtype", list(DTYPES))
@@ -151,13 +158,16 @@ def test_sampled_estimate_retried(dtype, k):
 def test_sampled_threshold_of_ties(dtype, k):
     """Where the sample's estimate falls on a key shared by many sampled elements, the estimate
     bounds the column too: the r-th such tie in column order (kernels_cu/row/stream_range.cuh).
-    Four kinds of rows, in a batch of more rows than SMs: few distinct values and all equal
-    (ties spread evenly); one value only at the sampled vectors, a lower one elsewhere (the
-    estimate's column is too low, and the row is streamed again); and rows whose sampled
-    vectors hold -1, their first half -2 and the rest 1, so the winning key is in no sampled
-    vector while the estimate is a tie of -1."""
-    group, width = -(-batch_rows() // 4), 131072
-    threads = variants.STREAM_TUNING[variants.stream_bucket(k)][0]
+    Four kinds of rows, in a batch that runs one CTA a row of the k bucket's tuning, at whose
+    sampled vectors the values lie: few distinct values and all equal (ties spread evenly); one
+    value only at the sampled vectors, a lower one elsewhere (the estimate's column is too low,
+    and the row is streamed again); and rows whose sampled vectors hold -1, their first half -2
+    and the rest 1, so the winning key is in no sampled vector while the estimate is a tie of
+    -1."""
+    backend.forget_plans()
+    width = 131072
+    group = -(-batch_rows(width, dtype, k) // 4)
+    threads = batch_variant(dtype, k).threads
     x = np.concatenate([distributions.make(n, group, width, dtype, seed=6) for n in ("few_distinct", "all_equal")] +
                        [np.full((2 * group, width), 1.0, DTYPES[dtype])])
     cols = sampled_columns(width, 16 // x.dtype.itemsize, threads)
@@ -168,24 +178,30 @@ def test_sampled_threshold_of_ties(dtype, k):
     x[unseen, : width // 2] = -2.0
     for flags in FLAGS:
         check(x, k, indices_type="int32", **flags)
+    assert stream_variants() == {batch_variant(dtype, k)}
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
 @pytest.mark.parametrize("k", [512, 2048])
 def test_stream_appends_past_the_buffer_room(dtype, k):
-    """The 16-bit batch variants of the streaming kernel keep two candidate-buffer entries a
-    thread past the select trigger (kernels_cu/row/candidates.cuh, DS_BOUNDED_ROOM), not a whole
-    block: a warp whose survivors do not fit holds them and appends them after a select
-    (float32 keeps the whole block: the same rows through the other path). In rows of one value
-    whose sampled vectors hold a lower one, every other element passes the sample's estimate;
-    in few-distinct, ascending and late-large rows many blocks pass more than the room; each in
-    a batch of more rows than SMs, so one streaming CTA a row."""
+    """The streaming kernel's one-CTA-a-row variants up to k = 2048, of every dtype, keep two
+    candidate-buffer entries a thread past the select trigger (variants.BOUNDED_ROOM_KMAX,
+    kernels_cu/row/candidates.cuh's DS_BOUNDED_ROOM), not a whole block: a warp whose survivors
+    do not fit holds them and appends them after a select. Here the k bucket's tuning (256
+    threads: a room of 512 entries, a quarter of a float32 block of 2 vectors a thread, an
+    eighth of a bfloat16 one), in a batch that runs it one CTA a row. In rows of one value whose
+    sampled vectors hold a lower one, every other element passes the sample's estimate; in
+    few-distinct, ascending and late-large rows many blocks pass more than the room."""
+    backend.forget_plans()
     names = ["all_equal", "few_distinct", "ascending", "late_large", "normal"]
-    rows, width = len(names) * -(-batch_rows() // len(names)), 65536 + 37
+    width = 65536 + 37
+    rows = len(names) * -(-batch_rows(width, dtype, k) // len(names))
+    threads = batch_variant(dtype, k).threads
     x = np.concatenate([distributions.make(n, rows // len(names), width, dtype, seed=2) for n in names])
-    x[: rows // len(names), sampled_columns(width, 16 // x.dtype.itemsize, 512, pad=1)] = -1.0
+    x[: rows // len(names), sampled_columns(width, 16 // x.dtype.itemsize, threads, pad=1)] = -1.0
     for flags in FLAGS:
         check(x, k, indices_type="int32", **flags)
+    assert stream_variants() == {batch_variant(dtype, k)}
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
@@ -195,10 +211,13 @@ def test_stream_warps_append_unevenly(dtype, k):
     another and meet only for a select or at the end (kernels_cu/row/stream_range.cuh). Here
     the large values lie in one warp's share of every block (ascending, so T keeps rising and
     that warp appends, fills the buffer and holds survivors while the others stream ahead):
-    warp 0's share in half the rows, the last warp's in the other half; a batch of more rows
-    than SMs, so one streaming CTA a row, and an odd width, so most rows start unaligned."""
-    rows, width = 140, 65536 + 37
-    threads = variants.STREAM_TUNING[variants.stream_bucket(k)][0]
+    warp 0's share in half the rows, the last warp's in the other half, the warps being those
+    of the k bucket's tuning (256 threads) in a batch that runs it one CTA a row; an odd width,
+    so most rows start unaligned."""
+    backend.forget_plans()
+    width = 65536 + 37
+    rows = batch_rows(width, dtype, k)
+    threads = batch_variant(dtype, k).threads
     warp = np.arange(width) // (16 // np.dtype(DTYPES[dtype]).itemsize) % threads // 32
     x = distributions.make("normal", rows, width, "float32", seed=4)
     ramp = 8.0 + 64.0 * np.arange(width) / width
@@ -207,6 +226,7 @@ def test_stream_warps_append_unevenly(dtype, k):
     x = x.astype(DTYPES[dtype])
     for flags in FLAGS:
         check(x, k, indices_type="int32", **flags)
+    assert stream_variants() == {batch_variant(dtype, k)}
 
 
 @pytest.mark.parametrize("dtype", list(DTYPES))
