@@ -213,11 +213,13 @@ def test_heavy_ties_with_ranges_and_nan(dtype):
 @pytest.mark.parametrize("dtype", ["bfloat16", "float32", "float16"])
 @pytest.mark.parametrize("k", [1, 100, 512, 1024, 2048, 4096])
 def test_radix_one_cta_a_row(dtype, k):
-    # A cluster of one: the prefilter's bound from this CTA's maxima alone (none where k passes
-    # the CTA's threads), no copies to other CTAs. Rows of every tier; NaN and ties in some.
-    threads, vectors = _radix_tier(dtype, 3)
+    # A cluster of one: no copies to other CTAs, and in the prefiltered tiers the bound from
+    # this CTA's maxima alone (none where k passes the CTA's threads). Rows of every tier (the
+    # first three of widths off the vector, so most rows start unaligned; float32's tier 0 holds
+    # fewer than k = 4096); NaN and ties in some.
     vec = 16 // ITEMSIZE[dtype]
-    for width in (3000 * vec + 5, threads * vectors * vec):
+    widths = [_radix_width(dtype, tier, 1, ragged=5) for tier in (0, 1)] + [3000 * vec + 5, _radix_width(dtype, 3, 1)]
+    for tier, width in enumerate(widths):
         x = distributions.make("normal", 5, width, dtype, seed=k + width)
         x[1, width // 3] = np.nan
         x[2, :] = 0.5
