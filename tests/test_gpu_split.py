@@ -227,7 +227,7 @@ def test_radix_one_cta_a_row(dtype, k):
         with backend.forced_split(1, SPLIT_RADIX):
             check(x, k, indices_type="int32", return_value=False, nan_policy="sentinel")
             check(x, k, sorted=True, nan_policy="propagate")
-        assert (1, radix_tier(dtype, row_vectors(dtype, width), 1)[1]) in _radix_plans()
+        assert (1, RADIX_TIERS[dtype][tier][1]) in _radix_plans()
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
@@ -472,6 +472,10 @@ def test_radix_handles_ties_across_ctas():
 
 
 def test_automatic_rule_around_its_switch_points():
+    # Rows around the switch points of plan.choose_split. Where the GPU has clusters (an H200),
+    # rows up to sms / 2 take clusters of the radix select, rows of 32K up to sms at k = 512 one
+    # CTA of it, the rest one streaming CTA a row: the streaming kernel's split (split_factor)
+    # runs only without clusters, through the workspace.
     torch_cuda()
     sms = module.device_info(0).sm_count
     for rows in (1, sms // 16, sms // 16 + 1, sms // 2, sms // 2 + 1, sms - 1, sms, sms + 1):
@@ -479,7 +483,7 @@ def test_automatic_rule_around_its_switch_points():
             for k in (512, 2048):
                 x = distributions.make("normal", max(rows, 1), width, "bfloat16", seed=rows + width)
                 check(x, k, indices_type="int32")
-    assert split_factor(1, 131072, 512, sms) > 1  # the switch is really exercised
+    assert split_factor(1, 131072, 512, sms) > 1  # the streaming kernel's switch, where it serves
     assert split_factor(sms, 131072, 512, sms) == 1
     if _has_clusters():
         assert radix_split(1, row_vectors("bfloat16", 131072), 512, "bfloat16", sms) > 1
