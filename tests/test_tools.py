@@ -19,8 +19,9 @@ TOOLS = Path(__file__).resolve().parents[1] / "tools"
 HELPERS = ("gpu_tool.py", "phase_marks.py", "shape_arg.py")
 SCRIPTS = sorted(p.name for p in TOOLS.glob("*.py") if p.name not in HELPERS)
 # Tools that time or launch kernels (tools/gpu_tool.py, or their own check for ab_shapes).
-GPU_TOOLS = ["ab_shapes.py", "cluster_phases.py", "host_profile.py", "latency_floor.py", "sanitize_subset.py",
-             "slice_load.py", "stream_phases.py", "throughput_skew.py", "tune_split.py", "tune_stream.py"]
+GPU_TOOLS = ["ab_shapes.py", "cluster_phases.py", "host_profile.py", "latency_floor.py", "read_roof.py",
+             "sanitize_subset.py", "slice_load.py", "stream_phases.py", "throughput_skew.py", "tune_split.py",
+             "tune_stream.py"]
 
 
 def run(*args: str) -> subprocess.CompletedProcess:
@@ -80,7 +81,9 @@ def test_missing_inputs_one_line(args):
                                   ["stream_phases.py", "--shapes", "bfloat16:9000:16384:512"],
                                   ["ab_shapes.py", "--data", "uniformish"],
                                   ["ptxas_usage.py", "--tree", "/nonexistent"], ["ptxas_usage.py", "--jobs", "0"],
-                                  ["ptxas_usage.py", "--json", "/nonexistent-ds-folder/usage.json"]],
+                                  ["ptxas_usage.py", "--json", "/nonexistent-ds-folder/usage.json"],
+                                  ["read_roof.py", "--arch", "sm_75"],
+                                  ["read_roof.py", "--rows", "8192", "--widths", "1048576"]],
                          ids=str)
 def test_bad_arguments_rejected_before_the_gpu(args):
     """Arguments the GPU tools check before looking for a GPU: a usage error, with its reason,
@@ -176,3 +179,14 @@ def test_ptxas_usage_reports_and_compares(tmp_path):
     (tmp_path / "other.json").write_text(json.dumps({name: {"registers": 1}}))
     wrong = run(str(TOOLS / "ptxas_usage.py"), "--only", "ds_probe", "--against", str(tmp_path / "other.json"))
     assert wrong.returncode == 2 and "not a --json output of this tool" in wrong.stderr
+
+
+def test_read_roof_compiles_its_kernel():
+    """tools/read_roof.cu, outside kernels_cu/ but on its headers, compiles with NVRTC (no GPU
+    needed) for sm_90a and sm_80, for bf16 and, with DeepSelect's shapes, float32."""
+    pytest.importorskip("cuda.bindings.nvrtc", reason="needs the cu13 extra (cuda-bindings, NVRTC)")
+    result = run(str(TOOLS / "read_roof.py"), "--arch", "sm_90a,sm_80", "--deepselect")
+    assert result.returncode == 0, result.stderr
+    for arch in ("sm_90a", "sm_80"):
+        for dtype in ("bfloat16", "float32"):
+            assert f"ds_read_roof_{dtype}_k0_t256_ds_unroll4 {arch}: " in result.stdout
