@@ -86,7 +86,7 @@ def batch_variant(dtype: str, k: int) -> Variant:
 def stream_variants() -> set:
     """The streaming kernel's variants of the plans the backend has prepared (since the last
     backend.forget_plans())."""
-    return {r.plan.variant for r in backend._ready.values() if r.plan.variant.family == "topk_stream"}
+    return {plan.variant for plan in backend.prepared_plans() if plan.variant.family == "topk_stream"}
 
 
 def to_device(arr: np.ndarray):

@@ -85,9 +85,11 @@ def test_forced_split_invalidates_a_repeat_launch(monkeypatch, launches):
 def test_forget_plans_drops_plans_and_repeat_launches(monkeypatch, launches):
     _ready(monkeypatch)
     again = backend.run(_request())
-    backend._ready[("a key",)] = "a prepared plan"
+    plan = Plan(stream_variant("bfloat16", 256), 512, 40000, 1, "", None)
+    backend._ready[("a key",)] = backend._Ready(plan, "kernel", None)
+    assert backend.prepared_plans() == [plan]
     backend.forget_plans()
-    assert backend._ready == {}
+    assert backend._ready == {} and backend.prepared_plans() == []
     assert again(5) is False and len(launches) == 1
 
 

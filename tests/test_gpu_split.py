@@ -30,9 +30,9 @@ def _has_clusters() -> bool:
 def _radix_plans(small_cluster_only: bool = False) -> set:
     """(split, tier) of every cluster radix plan the backend has prepared (or only those with the
     small-cluster variant, DS_SMALL_CLUSTER)."""
-    return {(r.plan.split, dict(r.plan.variant.extra)["DS_VECS"]) for r in backend._ready.values()
-            if r.plan.how == SPLIT_RADIX
-            and (not small_cluster_only or dict(r.plan.variant.extra).get("DS_SMALL_CLUSTER"))}
+    return {(plan.split, dict(plan.variant.extra)["DS_VECS"]) for plan in backend.prepared_plans()
+            if plan.how == SPLIT_RADIX
+            and (not small_cluster_only or dict(plan.variant.extra).get("DS_SMALL_CLUSTER"))}
 
 
 def _radix_tier(dtype: str, tier: int) -> tuple:

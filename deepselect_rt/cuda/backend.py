@@ -76,6 +76,12 @@ def forget_plans() -> None:
     _epoch += 1
 
 
+def prepared_plans() -> list[Plan]:
+    """The plans prepared since the last forget_plans(), for tests and tools that check which
+    variant and launch shape the rule picked."""
+    return [ready.plan for ready in _ready.values()]
+
+
 def device_limits(device: int) -> DeviceLimits:
     limits = _limits.get(device)
     if limits is None:
