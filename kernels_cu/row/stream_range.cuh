@@ -224,10 +224,9 @@ __device__ __forceinline__ u32 stream_range(Shared& sh, VectorQueue& vq, VectorR
                 const u32 col = t < head ? lo + t : body + nvec * DS_VEC + (t - head);
                 c = make_comp(key_of(xrow[col]), col);
             }
-            const bool pass = t < head + tail && c >= thr;
-            const u32 lanes = __ballot_sync(DS_FULL_MASK, pass);
-            if (pass) sh.buf[__popc(lanes & ((1u << t) - 1))] = c;
-            if (t == 0) sh.claimed = __popc(lanes);
+            if (t == 0) sh.claimed = 0;  // the previous pass's readers passed a barrier since
+            __syncwarp();
+            warp_append<1>([&](int) { return c; }, t < head + tail && c >= thr, sh.buf, 0, &sh.claimed);
         }
         __syncthreads();
         u32 blk = 0;
