@@ -209,24 +209,25 @@ __device__ __forceinline__ u32 stream_range(Shared& sh, VectorQueue& vq, VectorR
     u32 rank = sample_rank(nvec, n, k);
     u64 seed = rank ? sampled_threshold(sh, vrow, body, nvec, rank) : 0;
     for (bool retried = false;; retried = true) {
+        if (threadIdx.x == 0) sh.claimed = 0;
+        __syncthreads();
         thr = seed;
         floor = threshold_floor(thr);
-        // Edge elements first (at most 2 * (DS_VEC - 1), all in warp 0), placed at buf[0, ...)
-        // with the pass's count before its barrier. Appended after it, a late edge claim could
-        // follow the other warps' bounded claims past CAP (claims count even when they miss) and
-        // write past the buffer: the edges were lost, and a composite in a queue slot read as a
-        // NaN vector (a false NaN flag, H200, docs/benchmarks.md session 29).
-        static_assert(2 * (DS_VEC - 1) <= 32, "warp 0 holds every edge element");
-        if (threadIdx.x < 32) {
+        // Edge elements first (at most 2 * (DS_VEC - 1)), one per thread, and a barrier before
+        // the blocks. Without it a late edge claim, which is unbounded, could follow the other
+        // warps' bounded claims past CAP (claims count even when they miss) and write past the
+        // buffer: the edges were lost, and a composite in a queue slot read as a NaN vector (a
+        // false NaN flag, H200, docs/benchmarks.md session 29).
+        {
             const u32 t = threadIdx.x;
-            u64 c = 0;
+            bits_t e = 0;
+            u32 col = 0, pass = 0;
             if (t < head + tail) {
-                const u32 col = t < head ? lo + t : body + nvec * DS_VEC + (t - head);
-                c = make_comp(key_of(xrow[col]), col);
+                col = t < head ? lo + t : body + nvec * DS_VEC + (t - head);
+                e = xrow[col];
+                pass = make_comp(key_of(e), col) >= thr;
             }
-            if (t == 0) sh.claimed = 0;  // the previous pass's readers passed a barrier since
-            __syncwarp();
-            warp_append<1>([&](int) { return c; }, t < head + tail && c >= thr, sh.buf, 0, &sh.claimed);
+            warp_append<1>([&](int) { return make_comp(key_of(e), col); }, pass, sh.buf, 0, &sh.claimed);
         }
         __syncthreads();
         u32 blk = 0;
