@@ -7,7 +7,7 @@
 // may reach T is queued (row/vector_queue.cuh), and the queue's vectors, 32 at a time, have
 // each element tested; survivors are appended to the buffer. Warps run their own vectors of
 // each block without waiting for one another; they meet for a radix select, which raises T,
-// once the buffer passes its trigger, and at the end.
+// once the buffer passes its trigger, at the end, and before a pass's blocks.
 #pragma once
 #include "block/scan.cuh"
 #include "row/candidates.cuh"
@@ -114,7 +114,8 @@ __device__ __forceinline__ u32 stream_range(Shared& sh, VectorQueue& vq, VectorR
     q.init(vq);
     // Warps stream their own vectors of each block without waiting for one another: appends
     // claim buffer entries with one shared atomic a warp, and the CTA meets only when a select
-    // is due (sh.claimed past CAP - ROOM), when a warp's survivors did not fit, or at the end.
+    // is due (sh.claimed past CAP - ROOM), when a warp's survivors did not fit, at the end, and
+    // around a pass's edge elements, before its blocks.
     // A barrier a block held warps for the slowest one's loads (39% of the warp stall samples
     // of 4096 x 128K bf16 at k = 512, Nsight Compute); without it that shape took 462 us against
     // 563 (H200), and meeting every 4 to 64 blocks as well was no faster (docs/benchmarks.md,
