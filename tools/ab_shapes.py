@@ -76,7 +76,7 @@ SHAPES = [(4096, 131072, 512, B, False, False), (4096, 131072, 1024, B, False, F
           (4096, 129280, 512, F, True, False), (4096, 129280, 1024, F, False, False),
           (4096, 129280, 2048, F, False, False), (4096, 129280, 4096, F, False, False),
           # The 512-thread few-rows tuning on long rows, alone and split over clusters of two,
-          # where session 30's grid read 1.1-1.4x slower than session 23's and these 40 missed it.
+          # where session 30's grid read 1.1-1.4x slower than session 23's and the shapes above missed it.
           (256, 1 << 20, 512, B, False, False), (64, 1 << 20, 2048, B, False, False),
           (512, 262144, 2048, B, False, False),
           (1, 131072, 512, B, False, True), (1, 1 << 20, 2048, B, False, True),
