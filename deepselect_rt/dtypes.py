@@ -1,7 +1,7 @@
 """Canonical dtype names and their conversion from strings, NumPy, torch, JAX and CuPy dtypes.
 
 Everything below the API works with the canonical names only ("bfloat16", "float16", "float32",
-"int32", "int64", ...), so no module past ``tensors.py`` needs to know a framework.
+"int32", "int64", ...), so no module below ``interop/`` needs to know a framework.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A validated top-k call: what every backend receives (built by api.py, consumed by backends).
+"""A validated top-k call: what every backend receives (built by eager.py, consumed by backends).
 
 Everything here is framework-neutral: tensors are TensorViews, dtypes canonical names.
 """
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .tensors import TensorView
+from .interop.views import TensorView
 
 NAN_POLICIES = ("raise", "sentinel", "propagate")
 

@@ -14,7 +14,8 @@ import deepselect_rt
 from deepselect_rt import reference
 from deepselect_rt.cuda import backend
 from deepselect_rt.cuda.plan import few_rows_tuning, make_plan
-from deepselect_rt.cuda.variants import Variant, stream_bucket, stream_variant
+from deepselect_rt.cuda.variants import stream_bucket, stream_variant
+from deepselect_rt.jit.spec import KernelSpec
 from deepselect_rt.errors import NaNInputError
 
 # The tools' positions of the streaming kernel's sampled vectors (tools/gpu_tool.py).
@@ -78,7 +79,7 @@ def batch_rows(width: int, dtype: str, *ks: int) -> int:
     return rows
 
 
-def batch_variant(dtype: str, k: int) -> Variant:
+def batch_variant(dtype: str, k: int) -> KernelSpec:
     """The streaming kernel's variant of k's bucket at one CTA a row (variants.STREAM_TUNING)."""
     return stream_variant(dtype, stream_bucket(k))
 

@@ -13,13 +13,21 @@ import types
 import numpy as np
 import pytest
 
-from deepselect_rt import cli, resources, warmup
-from deepselect_rt.ascend import args, backend, compiler, device, probe, tiling, variants
-from deepselect_rt.ascend.kernel_cache import AscendKernelCache
-from deepselect_rt.cache_key import key_fields, toolchain_key_fields
+from deepselect_rt.ascend import backend, compiler, variants
+from deepselect_rt.ascend import arch as device
+from deepselect_rt.ascend import driver as probe
+from deepselect_rt.ascend import launch as args
+from deepselect_rt.ascend import plan as tiling
+from deepselect_rt.cli import main as cli
+from deepselect_rt.cli.warmup import npu_tasks
+from deepselect_rt.jit import env as resources
+from deepselect_rt.jit import warmup
+from deepselect_rt.jit.cache import KernelCache
+from deepselect_rt.jit.key import toolchain_key_fields
+from deepselect_rt.jit.spec import FLAGS
 from deepselect_rt.errors import BackendUnavailableError
 from deepselect_rt.request import TopkRequest
-from deepselect_rt.tensors import view_of
+from deepselect_rt.interop.views import view_of
 
 KERNELS = resources.ascendc_source_dir()
 
@@ -230,7 +238,7 @@ def test_params_layout_matches_the_header_byte_for_byte():
 def test_flags_match_the_header():
     _, _, text = _header_fields()
     header = {name: int(v) for name, v in re.findall(r"#define (DS_F_\w+) (\d+)", text)}
-    assert header == args.FLAGS
+    assert header == FLAGS
     align = int(re.search(r"#define DS_CHUNK_ALIGN (\d+)", text).group(1))
     assert align == tiling.CHUNK_ALIGN
 
@@ -253,7 +261,7 @@ def test_pack_fills_every_field():
     assert p.begin == req.begin.ptr and p.end == 0 and p.offsets == req.offsets.ptr
     assert p.out_idx == out_idx.ctypes.data and p.idx_row_stride == 3
     assert p.out_val == out_val.ctypes.data and p.val_row_stride == 3
-    assert p.flags == args.FLAGS["DS_F_BEGIN64"] | args.FLAGS["DS_F_VALUES"] | args.FLAGS["DS_F_NAN_SENTINEL"]
+    assert p.flags == FLAGS["DS_F_BEGIN64"] | FLAGS["DS_F_VALUES"] | FLAGS["DS_F_NAN_SENTINEL"]
     assert p.idx_fill == -1 and p.val_fill_bits == 0xFF800000 and p.nan_flags == 0
     assert (p.rows_per_core, p.rows_extra, p.chunk, p.out_tile) == (2, 0, t.chunk, t.out_tile)
     raw = bytes(p)
@@ -268,7 +276,7 @@ def test_pack_fill_bits_in_16_bit_dtypes(dtype, bits):
     req, *_ = _request(dt, index="int64", sorted_=True, policy="propagate", values=False)
     p = args.pack(req, tiling.make_tiling(4, 9, 3, req.x.dtype, "dav-3510", 8), nan_flags_ptr=0x1000)
     assert p.val_fill_bits == bits and p.out_val == 0 and p.nan_flags == 0x1000
-    assert p.flags == args.FLAGS["DS_F_SORTED"] | args.FLAGS["DS_F_IDX64"]
+    assert p.flags == FLAGS["DS_F_SORTED"] | FLAGS["DS_F_IDX64"]
 
 
 # -- compile command lines and the source given to aclrtc ---------------------------------------
@@ -311,7 +319,7 @@ def test_every_shipped_kernel_file_is_in_the_sources_digest():
 # -- cache keys ---------------------------------------------------------------------------------
 
 def _cache(tmp_path, stack, source_dir=None):
-    return AscendKernelCache(tmp_path / "root", read_only=[], source_dir=source_dir, stack=stack)
+    return KernelCache(compiler.AscendCompiler(stack), tmp_path / "root", read_only=[], source_dir=source_dir)
 
 
 def _with_version(stack, version):
@@ -343,10 +351,9 @@ def test_cuda_key_fields_are_unchanged_by_the_extension_point(tmp_path):
     from deepselect_rt.cuda.variants import PROBE
 
     cuda_dir = resources.cuda_source_dir()
-    fields = key_fields(PROBE, "sm_90a", ["-x"], (13, 0), cuda_dir)
+    fields = toolchain_key_fields(PROBE, "sm_90a", ["-x"], {"nvrtc": "13.0"}, cuda_dir)
     assert fields["nvrtc"] == "13.0" and "cann" not in fields
     assert list(fields) == ["schema", "package", "sources", "variant", "entry", "options", "arch", "nvrtc"]
-    assert fields == toolchain_key_fields(PROBE, "sm_90a", ["-x"], {"nvrtc": "13.0"}, cuda_dir)
 
 
 def test_cache_serves_stored_binaries_without_a_compiler(tmp_path):
@@ -399,15 +406,15 @@ def test_warmup_npu_arch_rejects_unknown_arch(tmp_path, monkeypatch, capsys):
 
 
 def test_warmup_plans_npu_tasks_per_arch_and_dtype():
-    tasks = warmup.plan_npu("dav-2201, 3510", dtypes=["bfloat16"])
+    tasks = npu_tasks("dav-2201, 3510", dtypes=["bfloat16"])
     assert [(t.variant.dtype, t.arch) for t in tasks] == [("bfloat16", "dav-2201"), ("bfloat16", "dav-3510")]
     with pytest.raises(ValueError, match="names no architecture"):
-        warmup.plan_npu(" , ")
+        npu_tasks(" , ")
 
 
 def test_warmup_npu_tasks_reach_the_ascend_cache(tmp_path, monkeypatch):
     _clear_cann(monkeypatch, tmp_path)
     home = _cann(tmp_path, aclrtc=False)   # bisheng that fails: the task must come back failed
     monkeypatch.setenv("ASCEND_HOME_PATH", str(home))
-    outcomes = warmup.run(warmup.plan_npu("dav-2201", dtypes=["float32"]), jobs=1, into=tmp_path / "into")
+    outcomes = warmup.run(npu_tasks("dav-2201", dtypes=["float32"]), jobs=1, into=tmp_path / "into")
     assert [o.origin for o in outcomes] == ["failed"] and "bisheng failed" in outcomes[0].error

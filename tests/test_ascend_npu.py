@@ -13,7 +13,7 @@ import pytest
 
 import deepselect_rt
 from deepselect_rt import reference
-from deepselect_rt.ascend import probe
+from deepselect_rt.ascend import driver as probe
 
 pytestmark = pytest.mark.npu
 

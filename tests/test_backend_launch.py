@@ -16,7 +16,8 @@ from deepselect_rt.cuda.plan import Plan  # noqa: E402
 from deepselect_rt.cuda.variants import (SPLIT_CLUSTER, SPLIT_RADIX, SPLIT_WORKSPACE, radix_variant,  # noqa: E402
                                          stream_variant)
 from deepselect_rt.request import TopkRequest  # noqa: E402
-from deepselect_rt.tensors import Allocated, TensorView  # noqa: E402
+from deepselect_rt.interop.outputs import Allocated  # noqa: E402
+from deepselect_rt.interop.views import TensorView  # noqa: E402
 
 
 def _view(ptr, shape, dtype):

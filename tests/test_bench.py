@@ -13,8 +13,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from deepselect_rt import bench, bench_cli, cli, sample_data
-from deepselect_rt.cuda import module
+from deepselect_rt.bench import grid as bench
+from deepselect_rt.bench import samples as sample_data
+from deepselect_rt.bench import timing
+from deepselect_rt.cli import bench as bench_cli
+from deepselect_rt.cli import main as cli
+from deepselect_rt.cuda import arch as module
 
 REPO = Path(__file__).resolve().parents[1]
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -110,13 +114,13 @@ def test_graph_time_follows_the_topk_while_the_flush_drifts():
     # A 130 us flush that slows 0.2% a flush (~20% over this run) under an 8 us top-k: two
     # medians taken one after the other would differ by ~13 us of drift alone.
     gpu = SimulatedGPU(flush_us=130.0, topk_us=8.0, drift_a_flush=0.002)
-    us = bench._time_graph(gpu, gpu.topk, gpu, 50)
+    us = timing.time_graph(gpu, gpu.topk, gpu, 50)
     assert abs(us - 8.0) < 0.5, us
 
 
 def test_graph_time_without_drift_is_the_topk():
     gpu = SimulatedGPU(flush_us=130.0, topk_us=3.25, drift_a_flush=0.0)
-    assert bench._time_graph(gpu, gpu.topk, gpu, 9) == pytest.approx(3.25)
+    assert timing.time_graph(gpu, gpu.topk, gpu, 9) == pytest.approx(3.25)
 
 
 # -- cases --------------------------------------------------------------------------------------
@@ -174,11 +178,6 @@ def test_bench_without_gpu_says_so(tmp_path):
     result = run("-m", "deepselect_rt.cli", "bench", "--quick", tmp_path=tmp_path)
     assert result.returncode == 1
     assert "needs an NVIDIA GPU" in result.stderr and "--from-json" in result.stderr
-
-
-def test_tools_wrapper_passes_through(tmp_path):
-    result = run(str(REPO / "tools" / "bench.py"), "--full", "--rows", "3", tmp_path=tmp_path)
-    assert result.returncode == 2 and "no case matches" in result.stderr
 
 
 # -- saved results and the plot -----------------------------------------------------------------

@@ -22,16 +22,20 @@ import pytest
 pytest.importorskip("cuda.bindings.nvrtc", reason="needs the cu13 extra (cuda-bindings, NVRTC)")
 
 import deepselect_rt  # noqa: E402
-from deepselect_rt import cache as cache_mod, config, resources  # noqa: E402
-from deepselect_rt.cache import KernelCache, compile_count, default_cache  # noqa: E402
+from deepselect_rt.jit import cache as cache_mod  # noqa: E402
+from deepselect_rt.jit import env as config  # noqa: E402
+from deepselect_rt.jit import env as resources  # noqa: E402
+from deepselect_rt.cuda.nvrtc import NVRTC_COMPILER  # noqa: E402
+from deepselect_rt.jit.cache import KernelCache, compile_count, default_cache  # noqa: E402
 from deepselect_rt.cuda import nvrtc  # noqa: E402
-from deepselect_rt.cuda.variants import PROBE, Variant  # noqa: E402
+from deepselect_rt.cuda.variants import PROBE
+from deepselect_rt.jit.spec import KernelSpec  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 ARCH = "sm_90a"
 V1 = PROBE
-V2 = Variant("probe", threads=128)
-V3 = Variant("probe", threads=64)
+V2 = KernelSpec("probe", threads=128)
+V3 = KernelSpec("probe", threads=64)
 
 
 @pytest.fixture(autouse=True)
@@ -66,11 +70,11 @@ def run_child(script: str, **env) -> subprocess.CompletedProcess:
 
 def test_second_request_does_not_compile(cache_env):
     before = compile_count()
-    cache = KernelCache()
+    cache = KernelCache(NVRTC_COMPILER)
     first = cache.resolve(V1, ARCH)
     assert first.origin == "compiled" and cache.compiles == 1
     assert cache.resolve(V1, "9.0").origin == "memory"
-    fresh = KernelCache()
+    fresh = KernelCache(NVRTC_COMPILER)
     again = fresh.resolve(V1, ARCH)
     assert again.origin == "disk" and fresh.compiles == 0
     assert again.cubin == first.cubin and again.path == first.path
@@ -78,7 +82,7 @@ def test_second_request_does_not_compile(cache_env):
 
 
 def test_layout_and_metadata(cache_env):
-    resolved = KernelCache().resolve(V1, ARCH)
+    resolved = KernelCache(NVRTC_COMPILER).resolve(V1, ARCH)
     key = resolved.key
     assert resolved.path == cache_env / f"v{config.CACHE_SCHEMA}" / ARCH / key[:2] / f"{key}.cubin"
     meta = json.loads(resolved.path.with_suffix(".json").read_text())
@@ -92,10 +96,10 @@ def test_layout_and_metadata(cache_env):
 
 def test_read_only_layers_are_searched_first(tmp_path, cache_env, monkeypatch):
     baked = tmp_path / "baked"
-    built = KernelCache(baked, read_only=[]).resolve(V1, ARCH)
+    built = KernelCache(NVRTC_COMPILER, baked, read_only=[]).resolve(V1, ARCH)
     monkeypatch.setenv(config.ENV_CACHE_PATH,
                        os.pathsep.join([str(tmp_path / "absent"), str(baked)]))
-    cache = KernelCache()
+    cache = KernelCache(NVRTC_COMPILER)
     layers = cache.layers()
     assert [(l.kind, l.path) for l in layers[-2:]] == [("path", baked), ("user", cache_env)]
     assert all(l.path != tmp_path / "absent" for l in layers)  # missing roots are skipped
@@ -105,7 +109,7 @@ def test_read_only_layers_are_searched_first(tmp_path, cache_env, monkeypatch):
 
 
 def test_threads_share_one_compile(cache_env):
-    cache = KernelCache()
+    cache = KernelCache(NVRTC_COMPILER)
     with ThreadPoolExecutor(8) as pool:
         cubins = list(pool.map(lambda _: cache.get_or_build(V1, ARCH), range(8)))
     assert len(set(cubins)) == 1 and cache.compiles == 1
@@ -121,7 +125,7 @@ LOCK_HOLDER = """
 
 
 def test_held_lock_times_out_into_a_warning(cache_env, monkeypatch):
-    cache = KernelCache()
+    cache = KernelCache(NVRTC_COMPILER)
     key, _ = cache.key_for(V1, ARCH)
     lock_path = config.lock_dir() / f"{key}.lock"
     lock_path.parent.mkdir(parents=True, exist_ok=True)
@@ -142,7 +146,7 @@ def test_held_lock_times_out_into_a_warning(cache_env, monkeypatch):
 
 def _race(root: str, barrier, results) -> None:
     barrier.wait(timeout=120)  # all start together, on an empty cache
-    cache = KernelCache(root, read_only=[])
+    cache = KernelCache(NVRTC_COMPILER, root, read_only=[])
     digests = [sha(cache.get_or_build(v, ARCH)) for v in (V1, V2)]
     results.put((os.getpid(), digests, cache.compiles))
 
@@ -160,7 +164,7 @@ def test_sixteen_processes_share_one_compile_per_key(cache_env):
     assert [p.exitcode for p in procs] == [0] * n
     assert len({tuple(d) for _, d, _ in outcomes}) == 1  # identical bytes everywhere
     assert sum(c for _, _, c in outcomes) == 2  # exactly one compile per key
-    cache = KernelCache(cache_env, read_only=[])
+    cache = KernelCache(NVRTC_COMPILER, cache_env, read_only=[])
     entries = cache.list_entries()
     assert sorted(e.entry for e in entries) == sorted([V1.entry, V2.entry])
     assert len(list(cache_env.rglob("*.cubin"))) == 2
@@ -172,7 +176,8 @@ def test_sixteen_processes_share_one_compile_per_key(cache_env):
 
 KILLER = """
     import os, signal
-    from deepselect_rt.cache import KernelCache
+    from deepselect_rt.cuda.nvrtc import NVRTC_COMPILER
+    from deepselect_rt.jit.cache import KernelCache
     from deepselect_rt.cuda import nvrtc
     from deepselect_rt.cuda.variants import PROBE
     point = os.environ["KILL_AT"]
@@ -197,7 +202,7 @@ KILLER = """
 
     os.replace = replace
     nvrtc.compile_cubin = compile_cubin
-    KernelCache(read_only=[]).get_or_build(PROBE, "sm_90a")
+    KernelCache(NVRTC_COMPILER, read_only=[]).get_or_build(PROBE, "sm_90a")
     print("survived")
 """
 
@@ -210,11 +215,11 @@ def test_killed_writer_leaves_nothing_that_loads(cache_env, point):
     leftovers = list(cache_env.rglob("*.tmp"))
     if point == "before_cubin_rename":
         assert leftovers  # the fsynced temp file the dead writer never renamed
-    cache = KernelCache(read_only=[])
+    cache = KernelCache(NVRTC_COMPILER, read_only=[])
     assert cache.lookup(V1, ARCH) is None  # whatever it left is not an entry
     built = cache.resolve(V1, ARCH)  # the dead writer's lock does not block us
     assert built.origin == "compiled" and cache.compiles == 1
-    assert KernelCache(read_only=[]).resolve(V1, ARCH).cubin == built.cubin
+    assert KernelCache(NVRTC_COMPILER, read_only=[]).resolve(V1, ARCH).cubin == built.cubin
     assert cache.verify() == (1, [])  # young temp files may belong to a live writer: not reported
     old = time.time() - config.STALE_TMP_AGE_S - 60
     for path in leftovers:
@@ -253,23 +258,23 @@ def _corrupt(path: Path, how: str) -> None:
 @pytest.mark.parametrize("how", ["truncated", "flipped", "empty", "no_cubin", "bad_metadata",
                                  "no_metadata", "wrong_key"])
 def test_corrupted_entry_is_detected_and_rebuilt(cache_env, how):
-    good = KernelCache().resolve(V1, ARCH)
+    good = KernelCache(NVRTC_COMPILER).resolve(V1, ARCH)
     _corrupt(good.path, how)
-    checked, problems = KernelCache().verify()
+    checked, problems = KernelCache(NVRTC_COMPILER).verify()
     assert problems, f"verify missed a {how} entry"
-    cache = KernelCache()
+    cache = KernelCache(NVRTC_COMPILER)
     rebuilt = cache.resolve(V1, ARCH)
     assert rebuilt.origin == "compiled" and cache.compiles == 1
     assert rebuilt.cubin == good.cubin
-    assert KernelCache().resolve(V1, ARCH).origin == "disk"
-    assert KernelCache().verify() == (1, [])
+    assert KernelCache(NVRTC_COMPILER).resolve(V1, ARCH).origin == "disk"
+    assert KernelCache(NVRTC_COMPILER).verify() == (1, [])
 
 
 def test_corrupted_read_only_layer_is_skipped(tmp_path, cache_env):
     baked = tmp_path / "baked"
-    good = KernelCache(baked, read_only=[]).resolve(V1, ARCH)
+    good = KernelCache(NVRTC_COMPILER, baked, read_only=[]).resolve(V1, ARCH)
     _corrupt(good.path, "flipped")
-    cache = KernelCache(read_only=[baked])
+    cache = KernelCache(NVRTC_COMPILER, read_only=[baked])
     again = cache.resolve(V1, ARCH)
     assert again.origin == "compiled" and again.cubin == good.cubin
     assert again.path.is_relative_to(cache_env)
@@ -281,11 +286,13 @@ UNWRITABLE = """
     import json, warnings
     warnings.simplefilter("always")
     with warnings.catch_warnings(record=True) as caught:
-        from deepselect_rt.cache import KernelCache, default_cache
-        from deepselect_rt.cuda.variants import PROBE, Variant
-        a = default_cache().get_or_build(PROBE, "sm_90a")
-        b = default_cache().get_or_build(Variant("probe", threads=128), "sm_90a")
-        fresh = KernelCache()
+        from deepselect_rt.cuda.nvrtc import NVRTC_COMPILER
+        from deepselect_rt.jit.cache import KernelCache, default_cache
+        from deepselect_rt.cuda.variants import PROBE
+        from deepselect_rt.jit.spec import KernelSpec
+        a = default_cache(NVRTC_COMPILER).get_or_build(PROBE, "sm_90a")
+        b = default_cache(NVRTC_COMPILER).get_or_build(KernelSpec("probe", threads=128), "sm_90a")
+        fresh = KernelCache(NVRTC_COMPILER)
         c = fresh.get_or_build(PROBE, "sm_90a")
     print(json.dumps({"warnings": [str(w.message) for w in caught],
                       "ok": a == c and a[:4] == b[:4] == b"\\x7fELF",
@@ -329,7 +336,7 @@ def test_unwritable_cache_works_in_memory_with_one_warning(tmp_path, case):
 # -- keys ---------------------------------------------------------------------------------------
 
 def test_key_depends_on_every_input(tmp_path, monkeypatch):
-    cache = KernelCache()
+    cache = KernelCache(NVRTC_COMPILER)
     base, _ = cache.key_for(V1, ARCH)
     assert cache.key_for(V1, "9.0")[0] == base  # spelling does not matter
     assert cache.key_for(V1, "sm_80")[0] != base
@@ -362,10 +369,10 @@ def test_edited_source_is_rebuilt(tmp_path, monkeypatch):
     copy = tmp_path / "kernels_cu"
     shutil.copytree(resources.cuda_source_dir(), copy)
     monkeypatch.setattr(resources, "cuda_source_dir", lambda: copy)
-    first = KernelCache().resolve(V1, ARCH)
+    first = KernelCache(NVRTC_COMPILER).resolve(V1, ARCH)
     probe = copy / "probe.cu"
     probe.write_text(probe.read_text().replace("i * 3u + 1u", "i * 5u + 1u"))
-    cache = KernelCache()
+    cache = KernelCache(NVRTC_COMPILER)
     second = cache.resolve(V1, ARCH)
     assert second.origin == "compiled" and second.key != first.key
     assert second.cubin != first.cubin
@@ -374,21 +381,21 @@ def test_edited_source_is_rebuilt(tmp_path, monkeypatch):
 # -- maintenance --------------------------------------------------------------------------------
 
 def test_prune_removes_least_recently_used(cache_env):
-    cache = KernelCache()
+    cache = KernelCache(NVRTC_COMPILER)
     paths = {v: cache.resolve(v, ARCH).path for v in (V1, V2, V3)}
     now = time.time()
     for age, v in ((300, V1), (200, V2), (100, V3)):
         os.utime(paths[v], (now - age, now - age))
-    assert KernelCache().resolve(V1, ARCH).origin == "disk"  # a hit makes V1 the most recent
+    assert KernelCache(NVRTC_COMPILER).resolve(V1, ARCH).origin == "disk"  # a hit makes V1 the most recent
     sizes = {e.entry: e.disk_bytes for e in cache.list_entries()}
     removed = cache.prune(sizes[V1.entry] + sizes[V3.entry])
     assert removed.entries == 1 and removed.freed_bytes == sizes[V2.entry]
     assert sorted(e.entry for e in cache.list_entries()) == sorted([V1.entry, V3.entry])
-    assert KernelCache().resolve(V2, ARCH).origin == "compiled"
+    assert KernelCache(NVRTC_COMPILER).resolve(V2, ARCH).origin == "compiled"
 
 
 def test_prune_removes_entries_it_cannot_read(cache_env):
-    cache = KernelCache()
+    cache = KernelCache(NVRTC_COMPILER)
     paths = {v: cache.resolve(v, ARCH).path for v in (V1, V2)}
     bad_meta = paths[V1].with_suffix(".json")
     bad_meta.write_text("{not json")
@@ -403,12 +410,12 @@ def test_prune_removes_entries_it_cannot_read(cache_env):
     # No empty arch or shard folders are left behind; the schema folder stays.
     schema = paths[V2].parents[2]
     assert schema.is_dir() and not any(schema.iterdir())
-    assert KernelCache().resolve(V2, ARCH).origin == "compiled" and paths[V2].exists()
+    assert KernelCache(NVRTC_COMPILER).resolve(V2, ARCH).origin == "compiled" and paths[V2].exists()
 
 
 def test_store_recreates_a_folder_a_prune_removed(cache_env, monkeypatch):
     # Another process's prune may remove a shard folder between this one's mkdir and its write.
-    cache = KernelCache()
+    cache = KernelCache(NVRTC_COMPILER)
     real_write = cache_mod._atomic_write
     raced = []
 
@@ -421,12 +428,12 @@ def test_store_recreates_a_folder_a_prune_removed(cache_env, monkeypatch):
     monkeypatch.setattr(cache_mod, "_atomic_write", write_after_a_prune)
     resolved = cache.resolve(V1, ARCH)
     assert raced and resolved.origin == "compiled" and resolved.path.exists()
-    assert KernelCache().resolve(V1, ARCH).origin == "disk"
+    assert KernelCache(NVRTC_COMPILER).resolve(V1, ARCH).origin == "disk"
 
 
 def test_size_cap_from_environment(cache_env, monkeypatch):
     monkeypatch.setenv(config.ENV_CACHE_MAX_BYTES, "12K")
-    cache = KernelCache()
+    cache = KernelCache(NVRTC_COMPILER)
     assert cache.max_bytes == 12 * 1024
     for v in (V1, V2, V3):
         cache.resolve(v, ARCH)
@@ -435,7 +442,7 @@ def test_size_cap_from_environment(cache_env, monkeypatch):
 
 
 def test_clear(cache_env):
-    cache = KernelCache()
+    cache = KernelCache(NVRTC_COMPILER)
     cache.resolve(V1, ARCH)
     cache.resolve(V2, ARCH)
     removed = cache.clear()
@@ -445,10 +452,10 @@ def test_clear(cache_env):
 
 
 def test_default_cache_follows_environment(tmp_path, monkeypatch):
-    first = default_cache()
-    assert default_cache() is first
+    first = default_cache(NVRTC_COMPILER)
+    assert default_cache(NVRTC_COMPILER) is first
     monkeypatch.setenv(config.ENV_CACHE_DIR, str(tmp_path / "other"))
-    second = default_cache()
+    second = default_cache(NVRTC_COMPILER)
     assert second is not first and second.root == tmp_path / "other"
 
 
@@ -467,7 +474,7 @@ def test_parse_size_rejects(bad):
 def test_cap_smaller_than_a_kernel_warns_and_keeps_it_in_memory(cache_env, monkeypatch):
     monkeypatch.setattr(cache_mod, "_warned", set())
     monkeypatch.setenv(config.ENV_CACHE_MAX_BYTES, "10")
-    cache = KernelCache()
+    cache = KernelCache(NVRTC_COMPILER)
     with pytest.warns(RuntimeWarning, match="holds no kernel"):
         first = cache.resolve(V1, ARCH)
     assert first.origin == "compiled" and first.path is None and not cache.list_entries()

@@ -15,13 +15,20 @@ import pytest
 pytest.importorskip("cuda.bindings.nvrtc", reason="needs the cu13 extra (cuda-bindings, NVRTC)")
 
 import deepselect_rt  # noqa: E402
-from deepselect_rt import cli, config, resources, warmup  # noqa: E402
-from deepselect_rt.cache import KernelCache, compile_count  # noqa: E402
-from deepselect_rt.cuda import module, nvrtc  # noqa: E402
-from deepselect_rt.cuda.variants import PROBE, Variant, default_variants  # noqa: E402
+from deepselect_rt.cli import main as cli  # noqa: E402
+from deepselect_rt.cli.console import compile_progress  # noqa: E402
+from deepselect_rt.jit import env as config  # noqa: E402
+from deepselect_rt.jit import env as resources  # noqa: E402
+from deepselect_rt.jit import warmup  # noqa: E402
+from deepselect_rt.cuda.nvrtc import NVRTC_COMPILER  # noqa: E402
+from deepselect_rt.jit.cache import KernelCache, compile_count  # noqa: E402
+from deepselect_rt.cuda import arch as module  # noqa: E402
+from deepselect_rt.cuda import nvrtc, variants  # noqa: E402
+from deepselect_rt.cuda.variants import PROBE, default_variants
+from deepselect_rt.jit.spec import KernelSpec  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-V2 = Variant("probe", threads=128)
+V2 = KernelSpec("probe", threads=128)
 
 
 @pytest.fixture(autouse=True)
@@ -71,14 +78,14 @@ def test_a_relative_cache_dir_is_made_absolute(monkeypatch, tmp_path):
 
 
 def test_info_shows_cached_variants(capsys, cache_env):
-    KernelCache().resolve(PROBE, "sm_90a")
+    KernelCache(NVRTC_COMPILER).resolve(PROBE, "sm_90a")
     rc, out, _ = main(capsys, "info")
     assert rc == 0
     assert PROBE.entry in out and "sm_90a" in out and "user" in out
 
 
 def test_cache_commands(capsys, cache_env):
-    cache = KernelCache()
+    cache = KernelCache(NVRTC_COMPILER)
     cache.resolve(PROBE, "sm_90a")
     bad = cache.resolve(V2, "sm_80").path
 
@@ -103,10 +110,10 @@ def test_cache_commands(capsys, cache_env):
     assert rc == 0 and "removed 0 entries" in out
     rc, out, _ = main(capsys, "cache", "prune", "--max-size", "1")
     assert rc == 0 and "removed 1 entry" in out
-    KernelCache().resolve(PROBE, "sm_90a")
+    KernelCache(NVRTC_COMPILER).resolve(PROBE, "sm_90a")
     rc, out, _ = main(capsys, "cache", "clear")
     assert rc == 0 and "removed 1 entry" in out
-    assert KernelCache().list_entries() == []
+    assert KernelCache(NVRTC_COMPILER).list_entries() == []
 
 
 @pytest.mark.parametrize("args, message", [
@@ -148,7 +155,7 @@ def test_warmup_failure_prints_the_nvrtc_log(capsys, tmp_path, monkeypatch):
     shutil.copytree(resources.cuda_source_dir(), broken)
     (broken / "probe.cu").write_text('extern "C" __global__ void DS_ENTRY() { undefined_name; }\n')
     monkeypatch.setattr(resources, "cuda_source_dir", lambda: broken)
-    monkeypatch.setattr(warmup, "default_variants", lambda arch=None: [PROBE, V2])
+    monkeypatch.setattr(variants, "default_variants", lambda arch=None: [PROBE, V2])
     rc, out, err = main(capsys, "warmup", "--arch", "sm_80", "--jobs", "1")
     assert rc == 1
     assert "2 failed" in out
@@ -211,7 +218,7 @@ def test_compile_progress_keeps_the_count_in_an_80_column_terminal():
     from rich.console import Console
 
     console = Console(width=80, record=True, force_terminal=False)
-    progress = cli.compile_progress(console)
+    progress = compile_progress(console)
     bar = progress.add_task("compiling", total=9)
     progress.update(bar, advance=2, description="sm_90a " + max((v.entry for v in default_variants("sm_90a")), key=len))
     console.print(progress.get_renderable())
@@ -235,7 +242,7 @@ def test_warmup_into_then_cache_path_compiles_nothing(tmp_path, monkeypatch):
     monkeypatch.setenv(config.ENV_CACHE_PATH, str(baked))
     monkeypatch.setenv(config.ENV_CACHE_DIR, str(tmp_path / "empty"))
     before = compile_count()
-    cache = KernelCache()
+    cache = KernelCache(NVRTC_COMPILER)
     for v in variants:
         found = cache.resolve(v, "sm_90a")
         assert found.origin == "disk" and found.path.is_relative_to(baked)

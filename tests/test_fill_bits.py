@@ -11,10 +11,11 @@ import numpy as np
 import pytest
 
 from deepselect_rt import dtypes
-from deepselect_rt.ascend import args, tiling
+from deepselect_rt.ascend import launch as args
+from deepselect_rt.ascend import plan as tiling
 from deepselect_rt.cuda import launch
 from deepselect_rt.request import TopkRequest
-from deepselect_rt.tensors import view_of
+from deepselect_rt.interop.views import view_of
 
 DTYPES = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16, "float32": np.float32}
 

@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 import deepselect_rt
-from deepselect_rt import distributions
-from deepselect_rt.cuda import backend, module
+from deepselect_rt.bench import distributions
+from deepselect_rt.cuda import arch as module
+from deepselect_rt.cuda import backend
 from deepselect_rt.cuda.plan import radix_split, radix_tier, row_vectors, split_factor
 from deepselect_rt.cuda.variants import RADIX_TIERS, SPLIT_CLUSTER, SPLIT_RADIX, SPLIT_WORKSPACE
 from deepselect_rt.dtypes import ITEMSIZE, numpy_dtype

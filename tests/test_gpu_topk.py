@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import deepselect_rt
-from deepselect_rt import distributions
+from deepselect_rt.bench import distributions
 from deepselect_rt.cuda import backend, variants
 from gpu_helpers import (DTYPES, NaNInputError, assert_same, batch_rows, batch_variant, bits, check, random_ranges,
                          sampled_columns, stream_variants, to_device, to_host, torch_cuda)

@@ -15,9 +15,10 @@ import pytest
 
 pytest.importorskip("cuda.bindings.nvrtc", reason="needs the cu13 extra (cuda-bindings, NVRTC)")
 
-from deepselect_rt import resources  # noqa: E402
-from deepselect_rt.cuda import nvrtc  # noqa: E402
-from deepselect_rt.cuda.variants import PROBE, Variant, default_variants  # noqa: E402
+from deepselect_rt.jit import env as resources  # noqa: E402
+from deepselect_rt.cuda import arch, nvrtc  # noqa: E402
+from deepselect_rt.cuda.variants import PROBE, default_variants
+from deepselect_rt.jit.spec import KernelSpec  # noqa: E402
 from deepselect_rt.errors import CompileError  # noqa: E402
 
 ARCHS = ("sm_80", "sm_90a", "sm_100a")
@@ -120,18 +121,18 @@ def test_archs_give_different_cubins(compiled):
     ("8.7", "sm_86"), ("12.1", "sm_120"),
 ])
 def test_normalise_arch(spelling, arch):
-    assert nvrtc.normalise_arch(spelling) == arch
+    assert arch.normalise_arch(spelling) == arch
 
 
 @pytest.mark.parametrize("bad", ["sm_75", "7.5", "sm_99", "sm_100f", "sm_91a", "compute_90",
                                  "9", "", "gpu", "sm_9.0x"])
 def test_normalise_arch_rejects(bad):
     with pytest.raises(ValueError, match="sm_80, sm_86"):
-        nvrtc.normalise_arch(bad)
+        arch.normalise_arch(bad)
 
 
 def test_native_without_a_usable_driver_says_to_name_an_arch(monkeypatch):
-    from deepselect_rt.cuda import module
+    from deepselect_rt.cuda import arch as module
     from deepselect_rt.errors import BackendUnavailableError
 
     def no_driver():
@@ -139,30 +140,30 @@ def test_native_without_a_usable_driver_says_to_name_an_arch(monkeypatch):
 
     monkeypatch.setattr(module, "init", no_driver)
     with pytest.raises(BackendUnavailableError, match="no libcuda; pass an explicit arch such as sm_90a"):
-        nvrtc.normalise_arch("native")
+        arch.normalise_arch("native")
 
 
 def test_suffixed_arch_names_the_build_that_serves_it():
     with pytest.raises(ValueError, match=r"12\.0 GPUs run the sm_120 build"):
-        nvrtc.normalise_arch("sm_120a")
+        arch.normalise_arch("sm_120a")
     with pytest.raises(ValueError, match=r"10\.0 GPUs run the sm_100a build"):
-        nvrtc.normalise_arch("sm_100f")
+        arch.normalise_arch("sm_100f")
 
 
 def test_compute_capability_table():
     table = {(8, 0): "sm_80", (8, 6): "sm_86", (8, 9): "sm_89", (9, 0): "sm_90a",
              (10, 0): "sm_100a", (10, 3): "sm_103a", (12, 0): "sm_120", (12, 1): "sm_120"}
-    for cc, arch in table.items():
-        assert nvrtc.arch_for_compute_capability(*cc) == arch
+    for cc, name in table.items():
+        assert arch.arch_for_compute_capability(*cc) == name
     for cc in [(7, 5), (9, 1), (11, 0)]:
         with pytest.raises(ValueError, match="no deepselect-rt kernels"):
-            nvrtc.arch_for_compute_capability(*cc)
+            arch.arch_for_compute_capability(*cc)
 
 
 def test_version_and_supported_archs():
     major, minor = nvrtc.nvrtc_version()
     assert major >= 12 and minor >= 0
-    assert set(nvrtc.supported_archs()) <= set(nvrtc.SUPPORTED_ARCHS)
+    assert set(nvrtc.supported_archs()) <= set(arch.SUPPORTED_ARCHS)
     assert {"sm_80", "sm_90a", "sm_100a"} <= set(nvrtc.supported_archs())
     path, found_via = nvrtc.nvrtc_library()
     assert "nvrtc" in os.path.basename(path)
@@ -171,7 +172,7 @@ def test_version_and_supported_archs():
 # -- options ------------------------------------------------------------------------------------
 
 def test_options_are_exact_and_portable():
-    variant = Variant("probe", "bfloat16", 512, 128, (("DS_EXTRA", 3),))
+    variant = KernelSpec("probe", "bfloat16", 512, 128, (("DS_EXTRA", 3),))
     options = nvrtc.compile_options(variant, "9.0")
     argv = options.argv
     assert "--gpu-architecture=sm_90a" in argv
@@ -203,7 +204,7 @@ def test_includes_resolve_from_kernels_folder_not_cwd(tmp_path, monkeypatch):
     cwd.mkdir()
     (cwd / "shadow.cuh").write_text("#error picked up the working directory's header\n")
     monkeypatch.chdir(cwd)
-    variant = Variant("fam")
+    variant = KernelSpec("fam")
     result = nvrtc.compile_cubin(variant, "sm_80", source_dir=src)
     assert_cubin_for(result.cubin, "sm_80", variant.entry)
 
@@ -211,7 +212,7 @@ def test_includes_resolve_from_kernels_folder_not_cwd(tmp_path, monkeypatch):
 def test_compile_error_carries_log_variant_and_options(tmp_path):
     (tmp_path / "broken.cu").write_text(
         'extern "C" __global__ void DS_ENTRY(int* x) { x[0] = nope; }\n')
-    variant = Variant("broken")
+    variant = KernelSpec("broken")
     with pytest.raises(CompileError) as info:
         nvrtc.compile_cubin(variant, "sm_90a", source_dir=tmp_path)
     err = info.value
@@ -223,7 +224,7 @@ def test_compile_error_carries_log_variant_and_options(tmp_path):
 
 def test_missing_source_is_a_compile_error(tmp_path):
     with pytest.raises(CompileError, match="cannot read kernel source"):
-        nvrtc.compile_cubin(Variant("absent"), "sm_80", source_dir=tmp_path)
+        nvrtc.compile_cubin(KernelSpec("absent"), "sm_80", source_dir=tmp_path)
 
 
 def test_shipped_sources_compile_from_a_copy(tmp_path):

@@ -82,7 +82,7 @@ def test_compile_checks_caller_buffers_when_run():
 
 
 def test_custom_op_registered():
-    import deepselect_rt.torch_op  # noqa: F401  (registers the op)
+    import deepselect_rt.interop.torch_op  # noqa: F401  (registers the op)
 
     assert hasattr(torch.ops.deepselect_rt, "topk")
 

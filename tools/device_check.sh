@@ -33,4 +33,5 @@ if [ "$mode" = full ]; then
   compute-sanitizer --tool racecheck --report-api-errors no --error-exitcode 9 python3 tools/sanitize_subset.py > "$OUT/racecheck.log" 2>&1
   echo "racecheck exit $?"; tail -5 "$OUT/racecheck.log"
 fi
-python3 tools/bench.py --${mode} --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log" | tail -60
+if [ "$mode" = full ]; then grid=""; else grid="--quick"; fi
+python3 -m deepselect_rt.cli bench $grid --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log" | tail -60

@@ -10,7 +10,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from deepselect_rt import bench  # noqa: E402
+from deepselect_rt.bench import timing  # noqa: E402
 from deepselect_rt.errors import BackendUnavailableError  # noqa: E402
 
 
@@ -47,7 +47,7 @@ def start(name: str, args: argparse.ArgumentParser) -> argparse.Namespace:
     """Parses the command line, then exits with one line unless a GPU is usable."""
     parsed = args.parse_args()
     try:
-        bench.require_gpu(name)
+        timing.require_gpu(name)
     except BackendUnavailableError as exc:
         sys.exit(str(exc))
     return parsed

@@ -17,12 +17,12 @@ from pathlib import Path
 # Run from an empty folder with only the installed wheel (and the environment's dependencies) on
 # the path: the source folders must come from the wheel, and a kernel must compile from them.
 _SMOKE = """
-from deepselect_rt import resources
+from deepselect_rt.jit import env
 from deepselect_rt.cuda import nvrtc, variants
-src = resources.cuda_source_dir()
+src = env.cuda_source_dir()
 assert src.is_relative_to(TARGET), f"kernel sources found outside the wheel: {src}"
 assert (src / "topk_stream.cu").is_file(), f"no topk_stream.cu in {src}"
-assert (resources.ascendc_source_dir()).is_dir()
+assert (env.ascendc_source_dir()).is_dir()
 try:
     result = nvrtc.compile_cubin(variants.stream_variant("bfloat16", 512), "sm_90a")
 except Exception as exc:  # no NVRTC in this environment: the folder checks above still ran

@@ -5,7 +5,7 @@ Usage: python tools/make_samples.py [FIXTURES_DIR]   (default ../shared/fixtures
 Takes a few whole rows of the real-data fixtures (fixtures README: all-MiniLM-L6-v2 run on real
 text) and writes ``real_rows.npz`` (compressed) and ``provenance.json`` beside it: the source
 files' sha256, which rows were taken, the formulas, and the sha256 of every stored array
-(``deepselect_rt.sample_data.provenance()``; tests/test_check.py compares the rows with the
+(``deepselect_rt.bench.samples.provenance()``; tests/test_cli_check.py compares the rows with the
 fixtures).
 """
 

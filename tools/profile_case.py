@@ -8,7 +8,7 @@ sorted: 1 for value-sorted output; --dist: the rows' distribution, default randn
 from contextlib import nullcontext
 
 import gpu_tool
-from deepselect_rt import distributions
+from deepselect_rt.bench import distributions
 
 parser = gpu_tool.parser(__doc__)
 parser.add_argument("rows", type=int)
@@ -18,7 +18,7 @@ parser.add_argument("dtype", nargs="?", default="bfloat16", choices=("bfloat16",
 parser.add_argument("split", nargs="?", default="0", help="CTAs per row forced, with an optional :how")
 parser.add_argument("sorted", nargs="?", default="0", choices=("0", "1"), help="1: value-sorted output")
 parser.add_argument("--dist", default="normal", choices=distributions.NAMES,
-                    help="the rows' distribution (deepselect_rt.distributions; normal: torch.randn on the GPU)")
+                    help="the rows' distribution (deepselect_rt.bench.distributions; normal: torch.randn on the GPU)")
 ARGS = gpu_tool.start("tools/profile_case.py", parser)
 
 import torch  # noqa: E402

@@ -1,5 +1,5 @@
-"""The read roof (issue 4): GPU time of a plain read of each shape's input under the grid's method
-(CUDA events, cold L2, median of bench.ITERS; graph replay too under bench.GRAPH_BELOW_US), a lower
+"""The read roof: GPU time of a plain read of each shape's input under the grid's method
+(CUDA events, cold L2, median of grid.ITERS; graph replay too under grid.GRAPH_BELOW_US), a lower
 bound on any top-k's time there, since a top-k reads every element:
 
     python tools/read_roof.py                        # the goal's bf16 shapes: 256, 512, 4096 x 64K-1M
@@ -26,8 +26,10 @@ from pathlib import Path
 
 import gpu_tool
 
-from deepselect_rt import bench, resources
+from deepselect_rt.bench import grid, timing
 from deepselect_rt.cuda import nvrtc, variants
+from deepselect_rt.jit import env
+from deepselect_rt.jit.spec import KernelSpec
 from deepselect_rt.dtypes import ITEMSIZE
 
 TOOLS = Path(__file__).resolve().parent
@@ -51,17 +53,17 @@ def arch_list(text: str) -> list[str]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def read_variant(dtype: str) -> variants.Variant:
-    return variants.Variant("read_roof", dtype, 0, THREADS, (("DS_UNROLL", UNROLL),))
+def read_variant(dtype: str) -> KernelSpec:
+    return KernelSpec("read_roof", dtype, 0, THREADS, (("DS_UNROLL", UNROLL),))
 
 
-def build(variant: variants.Variant, arch: str) -> nvrtc.CompileResult:
+def build(variant: KernelSpec, arch: str) -> nvrtc.CompileResult:
     """tools/read_roof.cu compiled for ``arch``; its headers are kernels_cu/'s."""
-    return nvrtc.compile_cubin(variant, arch, TOOLS, (f"--include-path={resources.cuda_source_dir()}",))
+    return nvrtc.compile_cubin(variant, arch, TOOLS, (f"--include-path={env.cuda_source_dir()}",))
 
 
 class Compiler:
-    """The one method of a kernel cache that ``module.get_kernel`` calls, compiling on every run:
+    """The one method of a kernel cache that ``loader.get_kernel`` calls, compiling on every run:
     the cache's keys hash kernels_cu/ alone, so a cubin of this tool's source would go stale."""
 
     @staticmethod
@@ -83,10 +85,10 @@ if ARGS.json and not ARGS.json.parent.is_dir():
     parser.error(f"--json {ARGS.json}: no folder {ARGS.json.parent}")
 SHAPES = [(ARGS.dtype, rows, width) for rows in ARGS.rows for width in ARGS.widths]
 SHAPES = list(dict.fromkeys(SHAPES + (DEEPSELECT if ARGS.deepselect else [])))
-TOO_LARGE = [s for s in SHAPES if s[1] * s[2] * ITEMSIZE[s[0]] > bench.MAX_INPUT_BYTES]
+TOO_LARGE = [s for s in SHAPES if s[1] * s[2] * ITEMSIZE[s[0]] > grid.MAX_INPUT_BYTES]
 SHAPES = [s for s in SHAPES if s not in TOO_LARGE]
 if not SHAPES:
-    parser.error(f"every shape is over performance.md's {bench.MAX_INPUT_BYTES >> 30} GiB of input")
+    parser.error(f"every shape is over performance.md's {grid.MAX_INPUT_BYTES >> 30} GiB of input")
 if ARGS.arch:
     for arch in ARGS.arch:
         for dtype in dict.fromkeys(dtype for dtype, _, _ in SHAPES):
@@ -100,8 +102,8 @@ from cuda.bindings import driver  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 import deepselect_rt  # noqa: E402
-from deepselect_rt import cli  # noqa: E402
-from deepselect_rt.cuda import backend, context, launch, module  # noqa: E402
+from deepselect_rt.cli.console import console as make_console  # noqa: E402
+from deepselect_rt.cuda import arch, driver, launch, loader  # noqa: E402
 
 
 class ReadParams(ctypes.Structure):
@@ -111,15 +113,15 @@ class ReadParams(ctypes.Structure):
 
 
 def ctas_per_sm(kernel, smem: int) -> int:
-    function = module.check(driver.cuKernelGetFunction(kernel), "cuKernelGetFunction")
-    return module.check(driver.cuOccupancyMaxActiveBlocksPerMultiprocessor(function, THREADS, smem),
+    function = driver.check(driver.cuKernelGetFunction(kernel), "cuKernelGetFunction")
+    return driver.check(driver.cuOccupancyMaxActiveBlocksPerMultiprocessor(function, THREADS, smem),
                         "cuOccupancyMaxActiveBlocksPerMultiprocessor")
 
 
 def timed(call) -> tuple[float, float | None]:
-    """(event us, graph-replay us or None), as bench.run_case times a case."""
-    us = bench._time(torch, call, flush, bench.ITERS)
-    return us, bench._time_graph(torch, call, flush, bench.ITERS) if us < bench.GRAPH_BELOW_US else None
+    """(event us, graph-replay us or None), as timing.run_case times a case."""
+    us = timing.time_events(torch, call, flush, grid.ITERS)
+    return us, timing.time_graph(torch, call, flush, grid.ITERS) if us < grid.GRAPH_BELOW_US else None
 
 
 def chunk_maxima(x, elems: int):
@@ -156,8 +158,8 @@ def checked_read(label: str, kernel, x, chunk: int, smem: int):
 def prepare(dtype: str) -> tuple:
     """(the read kernel for ``dtype``, {layout: CTAs an SM}), the row layout's shared memory
     allowed it; exits unless the row layout holds ROW_CTAS CTAs an SM."""
-    kernel = module.get_kernel(0, read_variant(dtype), Compiler())
-    backend._set_attribute(0, kernel, "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES", row_smem)
+    kernel = loader.get_kernel(0, read_variant(dtype), Compiler())
+    driver.set_kernel_attribute(0, kernel, "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES", row_smem)
     fits = {"free": ctas_per_sm(kernel, 0), "row": ctas_per_sm(kernel, row_smem)}
     if fits["row"] != ROW_CTAS:
         sys.exit(f"tools/read_roof.py: {row_smem} bytes of shared memory a CTA hold {fits['row']} CTAs an SM, "
@@ -172,12 +174,12 @@ def time_shape(dtype: str, rows: int, width: int) -> dict:
     vec = 16 // ITEMSIZE[dtype]
     vectors = -(-width // vec)  # a row's 16-byte vectors, the last one partial
     # Rows padded to whole vectors, so that each starts 16-byte aligned; the padding is not read.
-    x = torch.randn(rows, vectors * vec, device="cuda").to(bench._torch_dtype(torch, dtype))[:, :width]
+    x = torch.randn(rows, vectors * vec, device="cuda").to(timing.torch_dtype(torch, dtype))[:, :width]
     chunks = dict.fromkeys(min(c, vectors) for c in CHUNKS)
     free = {chunk: timed(checked_read(label, kernel, x, chunk, 0)) for chunk in chunks}
     best = min(free, key=lambda c: free[c][0])
     row = timed(checked_read(label, kernel, x, vectors, row_smem))
-    cases = {k: bench.Case("roof", dtype, rows, width, k, "int32", False, False) for k in OUR_KS}
+    cases = {k: grid.Case("roof", dtype, rows, width, k, "int32", False, False) for k in OUR_KS}
     roof = {k: case.bytes_moved() / free[best][0] / 1e6 for k, case in cases.items()}
     entry = dict(dtype=dtype, rows=rows, width=width, input_bytes=rows * width * ITEMSIZE[dtype], ctas_per_sm=fits,
                  free=dict(chunk_vectors=best, us=free[best][0], graph_us=free[best][1],
@@ -192,20 +194,20 @@ def time_shape(dtype: str, rows: int, width: int) -> dict:
     return entry
 
 
-flush = torch.empty(bench.FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
-console = cli.console()
-info = module.device_info(0)
+flush = torch.empty(grid.FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
+console = make_console()
+info = arch.device_info(0)
 # Dynamic shared memory that keeps a (ROW_CTAS + 1)-th CTA off an SM: with what each CTA also
 # takes (its static array, the 1 KiB the GPU reserves), that many would need more than the SM has.
 row_smem = info.shared_memory_per_sm // (ROW_CTAS + 1)
-results = {"meta": bench.run_meta(), "threads": THREADS, "unroll": UNROLL, "chunks": CHUNKS, "row_smem": row_smem,
+results = {"meta": grid.run_meta(), "threads": THREADS, "unroll": UNROLL, "chunks": CHUNKS, "row_smem": row_smem,
            "shapes": []}
 table = Table("shape", "free us", "chunk KiB", "read TB/s", "row us", "row / free",
               *[f"roof k={k}" for k in ROOF_KS], *([f"ours k={k}" for k in OUR_KS] if ARGS.ours else []),
               title=f"read roof: us, TB/s, CUDA events, cold L2 ({info.name})")
 for dtype, rows, width in TOO_LARGE:
-    console.print(f"{dtype} {rows}x{width}: over performance.md's {bench.MAX_INPUT_BYTES >> 30} GiB of input; skipped")
-with context.on_device(0):
+    console.print(f"{dtype} {rows}x{width}: over performance.md's {grid.MAX_INPUT_BYTES >> 30} GiB of input; skipped")
+with driver.on_device(0):
     for shape in SHAPES:
         e = time_shape(*shape)
         results["shapes"].append(e)

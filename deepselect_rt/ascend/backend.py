@@ -1,6 +1,6 @@
 """The Ascend backend: ``run(req)`` for NPU (torch_npu) tensors.
 
-Checks the stack (``probe``), then on the tensor's device: arch and cores (``device``), tiling,
+Checks the stack (``driver``), then on the tensor's device: arch and cores (``arch``), tiling,
 the kernel binary from the cache (compiled on a miss), the parameter block, and one launch on
 the caller's stream. No host synchronisation except for nan_policy="raise", which reads a
 per-row flag buffer after a stream sync.
@@ -14,9 +14,9 @@ import numpy as np
 
 from ..errors import NaNInputError
 from ..request import TopkRequest
-from ..tensors import allocate
-from . import args, device, launch, probe, tiling
-from .kernel_cache import ascend_cache
+from ..interop.outputs import allocate
+from . import arch, driver, launch, plan
+from .loader import ascend_cache, get_function
 from .variants import stream_variant
 
 
@@ -30,12 +30,12 @@ def _stream(req: TopkRequest) -> int:
 
 
 def _launch(req: TopkRequest, nan_flags_ptr: int, stream: int) -> None:
-    info = device.info(req.x.device_id)
-    tile = tiling.make_tiling(req.rows, req.width, req.k, req.x.dtype, info.arch, info.vector_cores)
+    info = arch.info(req.x.device_id)
+    tile = plan.make_tiling(req.rows, req.width, req.k, req.x.dtype, info.arch, info.vector_cores)
     variant = stream_variant(req.x.dtype)
     resolved = ascend_cache().resolve(variant, info.arch)
-    func = launch.get_function(req.x.device_id, resolved.key, variant.entry, resolved.cubin)
-    launch.launch(func, tile.block_dim, stream, args.pack(req, tile, nan_flags_ptr))
+    func = get_function(req.x.device_id, resolved.key, variant.entry, resolved.cubin)
+    launch.launch(func, tile.block_dim, stream, launch.pack(req, tile, nan_flags_ptr))
 
 
 def run(req: TopkRequest) -> None:
@@ -45,7 +45,7 @@ def run(req: TopkRequest) -> None:
     torch_npu) or when k exceeds the kernel's UB capacity; CompileError when the kernel does not
     compile; NaNInputError under nan_policy="raise"; RuntimeError for an AscendCL failure.
     """
-    probe.require_runtime()
+    driver.require_runtime()
     import acl
 
     torch_npu = sys.modules["torch_npu"]

@@ -18,10 +18,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import resources
 from ..errors import BackendUnavailableError, CompileError
-from . import probe
-from .variants import Variant, normalise_arch
+from ..jit import env
+from ..jit.key import toolchain_key_fields
+from ..jit.spec import KernelSpec
+from . import driver
+from .variants import normalise_arch
 
 # Files under kernels_ascendc/ that take part in a compile and so in the cache key.
 SOURCE_SUFFIXES = (".cpp", ".h")
@@ -51,12 +53,12 @@ class CompileResult:
     compiler: str
 
 
-def compiler_kind(stack: probe.AscendStack) -> str:
+def compiler_kind(stack: driver.AscendStack) -> str:
     """"aclrtc" when CANN ships libacl_rtc.so, else "bisheng" (``stack`` must have one)."""
     return "aclrtc" if stack.aclrtc is not None else "bisheng"
 
 
-def compile_options(variant: Variant, arch: str, kind: str, source_dir: Path | None = None) -> Options:
+def compile_options(variant: KernelSpec, arch: str, kind: str, source_dir: Path | None = None) -> Options:
     """Target, optimisation and defines for ``variant`` on ``arch`` (ValueError if unknown).
 
     bisheng also gets ``-x asc`` (Ascend C), ``--cce-aicore-only`` (device code only, no host
@@ -67,12 +69,12 @@ def compile_options(variant: Variant, arch: str, kind: str, source_dir: Path | N
     common += [f"-D{name}={value}" for name, value in sorted(variant.defines.items())]
     if kind == "aclrtc":
         return Options(tuple(common), tuple(common))
-    source_dir = Path(source_dir) if source_dir is not None else resources.ascendc_source_dir()
+    source_dir = Path(source_dir) if source_dir is not None else env.ascendc_source_dir()
     head = ["-x", "asc", "--cce-aicore-only"]
     return Options((*head, *common, "-I", str(source_dir)), (*head, *common, "-I", "<kernels_ascendc>"))
 
 
-def bisheng_command(bisheng: Path | str, variant: Variant, arch: str, source_dir: Path,
+def bisheng_command(bisheng: Path | str, variant: KernelSpec, arch: str, source_dir: Path,
                     output: Path) -> list[str]:
     """The bisheng command line that compiles ``variant`` for ``arch`` into ``output``."""
     options = compile_options(variant, arch, "bisheng", source_dir)
@@ -114,12 +116,12 @@ def _aclrtc(path: str):
     return lib
 
 
-def _rtc_check(err: int, what: str, variant: Variant, options, log: str = "") -> None:
+def _rtc_check(err: int, what: str, variant: KernelSpec, options, log: str = "") -> None:
     if err != 0:
         raise CompileError(f"{what} failed with aclError {err}", log=log, variant=variant, options=options)
 
 
-def _compile_aclrtc(lib_path: Path, variant: Variant, source: str, options: Options) -> tuple[bytes, str]:
+def _compile_aclrtc(lib_path: Path, variant: KernelSpec, source: str, options: Options) -> tuple[bytes, str]:
     lib = _aclrtc(str(lib_path))
     prog = ctypes.c_void_p()
     argv = options.argv
@@ -142,7 +144,7 @@ def _compile_aclrtc(lib_path: Path, variant: Variant, source: str, options: Opti
         lib.aclrtcDestroyProg(ctypes.byref(prog))
 
 
-def _compile_bisheng(bisheng: Path, variant: Variant, arch: str, source_dir: Path) -> tuple[bytes, str, tuple]:
+def _compile_bisheng(bisheng: Path, variant: KernelSpec, arch: str, source_dir: Path) -> tuple[bytes, str, tuple]:
     with tempfile.TemporaryDirectory(prefix="deepselect-rt-npu-") as tmp:
         output = Path(tmp) / f"{variant.entry}.o"
         command = bisheng_command(bisheng, variant, arch, source_dir, output)
@@ -157,16 +159,16 @@ def _compile_bisheng(bisheng: Path, variant: Variant, arch: str, source_dir: Pat
         return output.read_bytes(), log, tuple(command)
 
 
-def compile_binary(variant: Variant, arch: str, source_dir: Path | None = None,
-                   stack: probe.AscendStack | None = None) -> CompileResult:
+def compile_binary(variant: KernelSpec, arch: str, source_dir: Path | None = None,
+                   stack: driver.AscendStack | None = None) -> CompileResult:
     """Compile ``variant`` (``kernels_ascendc/<family>.cpp``) for NPU ``arch``.
 
     Raises BackendUnavailableError without CANN or a compiler (naming which), ValueError for an
     unknown arch, CompileError (with the compiler log) when the source does not compile.
     """
-    stack = probe.require_compiler(stack)
+    stack = driver.require_compiler(stack)
     arch = normalise_arch(arch)
-    source_dir = Path(source_dir) if source_dir is not None else resources.ascendc_source_dir()
+    source_dir = Path(source_dir) if source_dir is not None else env.ascendc_source_dir()
     kind = compiler_kind(stack)
     start = time.perf_counter()
     if kind == "aclrtc":
@@ -182,5 +184,43 @@ def compile_binary(variant: Variant, arch: str, source_dir: Path | None = None,
     return CompileResult(binary, log, argv, time.perf_counter() - start, kind)
 
 
+class AscendCompiler:
+    """aclrtc or bisheng as the compiler of ``jit.cache.KernelCache``; the key holds the CANN
+    version, the compiler and the NPU arch, so a CANN upgrade or a kernel edit misses cleanly.
+
+    stack: the Ascend stack to compile with (default: detected on first use).
+    """
+
+    name = "ascend"
+
+    def __init__(self, stack: driver.AscendStack | None = None):
+        self._stack = stack
+
+    @property
+    def stack(self) -> driver.AscendStack:
+        """The Ascend stack; BackendUnavailableError when CANN or a compiler is missing."""
+        if self._stack is None:
+            self._stack = driver.require_compiler()
+        return self._stack
+
+    def require(self) -> None:
+        self.stack  # noqa: B018 (detects the stack, raising when CANN or a compiler is missing)
+
+    @staticmethod
+    def source_dir() -> Path:
+        return env.ascendc_source_dir()
+
+    def key_fields(self, spec: KernelSpec, arch: str, source_dir: Path) -> dict:
+        arch = normalise_arch(arch)
+        kind = compiler_kind(self.stack)
+        options = compile_options(spec, arch, kind, source_dir)
+        toolchain = {"cann": self.stack.cann_version, "compiler": kind}
+        return toolchain_key_fields(spec, arch, options.portable, toolchain, source_dir, SOURCE_SUFFIXES)
+
+    def compile(self, spec: KernelSpec, arch: str, source_dir: Path) -> tuple[bytes, float]:
+        result = compile_binary(spec, arch, source_dir, self.stack)
+        return result.binary, result.seconds
+
+
 __all__ = ["Options", "CompileResult", "SOURCE_SUFFIXES", "compiler_kind", "compile_options",
-           "bisheng_command", "amalgamate", "compile_binary"]
+           "bisheng_command", "amalgamate", "compile_binary", "AscendCompiler"]

@@ -1,47 +1,59 @@
-"""Loading Ascend binaries and launching kernels through AscendCL's Python bindings (``acl``).
+"""The Ascend kernel's parameter block and its launch through AscendCL (``acl``).
 
-``get_function`` loads a binary once per (device, cache key) with
-``acl.rt.binary_load_from_data`` and finds its entry with ``acl.rt.binary_get_function``;
-binaries stay loaded for the life of the process. ``launch`` builds the argument list (one
-by-value DsParams: ``kernel_args_init`` / ``kernel_args_append`` / ``kernel_args_finalize``)
-and calls ``acl.rt.launch_kernel_with_config`` on the given stream. The caller makes the
-tensor's device current first (``backend.py``).
+``Params`` mirrors ``kernels_ascendc/common/params.h`` ``DsParams``: twenty 8-byte fields, 160
+bytes, no padding; the kernel takes it by value, appended to the launch as one argument
+(``kernel_args_init`` / ``kernel_args_append`` / ``kernel_args_finalize``), then
+``acl.rt.launch_kernel_with_config`` on the given stream. tests/test_ascend.py checks this
+layout against the header's text, field by field. The caller makes the tensor's device current
+first (``backend.py``).
 """
 
 from __future__ import annotations
 
 import ctypes
-import threading
 
-from .args import Params
+from ..dtypes import fill_bits
+from ..jit.spec import flags_of
+from ..request import TopkRequest
+from .plan import Tiling
 
-_lock = threading.Lock()
-# (device, cache key) -> (bin handle, func handle, host copy of the binary). The host copy is
-# kept because the runtime may read it after binary_load_from_data returns.
-_loaded: dict[tuple[int, str], tuple] = {}
+_U, _I = ctypes.c_uint64, ctypes.c_int64
+
+
+class Params(ctypes.Structure):
+    """Mirror of ``struct DsParams`` (field order, types and offsets as in params.h)."""
+
+    _fields_ = [
+        ("x", _U), ("row_stride", _I), ("rows", _I), ("width", _I), ("k", _I),
+        ("begin", _U), ("end", _U), ("offsets", _U), ("out_idx", _U), ("idx_row_stride", _I),
+        ("out_val", _U), ("val_row_stride", _I), ("flags", _I), ("idx_fill", _I),
+        ("val_fill_bits", _U), ("nan_flags", _U), ("rows_per_core", _I), ("rows_extra", _I),
+        ("chunk", _I), ("out_tile", _I),
+    ]
+
+
+def pack(req: TopkRequest, tiling: Tiling, nan_flags_ptr: int = 0) -> Params:
+    """The parameter block for ``req`` under ``tiling``; nan_flags_ptr: device (rows,) int32
+    zeroed flags for nan_policy="raise", else 0."""
+    def ptr(view):
+        return 0 if view is None else view.ptr
+
+    rows, width = req.x.shape
+    return Params(
+        x=req.x.ptr, row_stride=req.x.strides[0], rows=rows, width=width, k=req.k,
+        begin=ptr(req.begin), end=ptr(req.end), offsets=ptr(req.offsets),
+        out_idx=req.out_idx.ptr, idx_row_stride=req.out_idx.strides[0],
+        out_val=ptr(req.out_val), val_row_stride=0 if req.out_val is None else req.out_val.strides[0],
+        flags=flags_of(req), idx_fill=req.idx_fill, val_fill_bits=fill_bits(req.val_fill, req.x.dtype),
+        nan_flags=nan_flags_ptr, rows_per_core=tiling.rows_per_core, rows_extra=tiling.rows_extra,
+        chunk=tiling.chunk, out_tile=tiling.out_tile,
+    )
 
 
 def check(ret: int, what: str) -> None:
     """Raise RuntimeError naming the AscendCL call and its error code when ``ret`` != 0."""
     if ret != 0:
         raise RuntimeError(f"{what} failed: aclError {ret}")
-
-
-def get_function(device: int, key: str, entry: str, binary: bytes) -> int:
-    """The function handle of ``entry`` in ``binary`` on ``device`` (loaded once per key)."""
-    with _lock:
-        found = _loaded.get((device, key))
-        if found is not None:
-            return found[1]
-        import acl
-
-        data = ctypes.create_string_buffer(binary, len(binary))
-        bin_handle, ret = acl.rt.binary_load_from_data(ctypes.addressof(data), len(binary), [])
-        check(ret, "acl.rt.binary_load_from_data")
-        func, ret = acl.rt.binary_get_function(bin_handle, entry)
-        check(ret, f"acl.rt.binary_get_function({entry!r})")
-        _loaded[(device, key)] = (bin_handle, func, data)
-        return func
 
 
 def launch(func: int, block_dim: int, stream: int, params: Params) -> None:
@@ -60,4 +72,4 @@ def launch(func: int, block_dim: int, stream: int, params: Params) -> None:
           "acl.rt.launch_kernel_with_config")
 
 
-__all__ = ["check", "get_function", "launch"]
+__all__ = ["Params", "pack", "check", "launch"]

@@ -16,10 +16,9 @@ import numpy as np
 
 from ..errors import NaNInputError
 from ..request import TopkRequest
-from ..tensors import allocate, workspace
-from . import launch, module
-from .context import is_current, on_device
-from .module import check
+from ..interop.outputs import allocate, workspace
+from . import arch, launch, loader
+from .driver import check, is_current, on_device, set_kernel_attribute
 from .plan import (DeviceLimits, Plan, choose_split, few_rows_tuning, forget_tuning, make_plan, radix_tier,
                    row_vectors)
 from .variants import SPLIT_CLUSTER, SPLIT_RADIX, SPLIT_WORKSPACE
@@ -85,30 +84,22 @@ def prepared_plans() -> list[Plan]:
 def device_limits(device: int) -> DeviceLimits:
     limits = _limits.get(device)
     if limits is None:
-        info = module.device_info(device)
+        info = arch.device_info(device)
         limits = _limits[device] = DeviceLimits(info.sm_count, info.max_shared_memory_per_block_optin,
                                                 info.cluster_launch)
     return limits
 
 
 def _load(device: int, variant, smem: int):
-    kernel = module.get_kernel(device, variant)
+    kernel = loader.get_kernel(device, variant)
     # One variant serves plans of several sizes (the radix select's gather buffer grows with k),
     # and the attribute belongs to the kernel: it only ever rises, so that a smaller plan never
     # lowers it under a larger one prepared before (the launch then fails: invalid value).
     with _smem_lock:
         if smem > max(_STATIC_SMEM_LIMIT, _smem_allowed.get((device, variant), 0)):
-            _set_attribute(device, kernel, "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES", smem)
+            set_kernel_attribute(device, kernel, "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES", smem)
             _smem_allowed[(device, variant)] = smem
     return kernel
-
-
-def _set_attribute(device: int, kernel, name: str, value: int) -> None:
-    from cuda.bindings import driver
-
-    dev = check(driver.cuDeviceGet(device), "cuDeviceGet")
-    attr = getattr(driver.CUfunction_attribute, name)
-    check(driver.cuKernelSetAttribute(attr, value, kernel, dev), f"cuKernelSetAttribute({name})")
 
 
 def _clusters_fit(kernel, plan: Plan) -> bool:
@@ -137,7 +128,7 @@ def _prepare(device: int, dtype: str, k: int, few_rows: bool, split: int, how: s
         if plan.how not in (SPLIT_CLUSTER, SPLIT_RADIX):
             break
         if plan.split > _PORTABLE_CLUSTER:
-            _set_attribute(device, kernel, "CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED", 1)
+            set_kernel_attribute(device, kernel, "CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED", 1)
         if _clusters_fit(kernel, plan):
             break
         if plan.how == SPLIT_RADIX:
@@ -220,7 +211,7 @@ def run(req: TopkRequest):
 
     Returns ``again(stream, out_idx=0, out_val=0) -> bool``, the same launch repeated on
     ``stream`` with other output pointers when given (same shapes and strides; False, launching
-    nothing, once forced_split has changed the plans), for fast_path.py; or None when a call like
+    nothing, once forced_split has changed the plans), for interop/repeat.py; or None when a call like
     ``req`` needs the whole path every time (nan_policy="raise" synchronises, a workspace split
     allocates).
     """

@@ -2,7 +2,7 @@
 
 The argument block is one packed struct, so a launch passes a single pointer: ``cuLaunchKernel``
 through cuda.bindings, ``cuLaunchKernelEx`` (clusters) through a ctypes function pointer
-(entry_points.py) with a ctypes ``CUlaunchConfig``.
+(driver.py) with a ctypes ``CUlaunchConfig``.
 """
 
 from __future__ import annotations
@@ -10,10 +10,9 @@ from __future__ import annotations
 import ctypes
 
 from ..dtypes import fill_bits
+from ..jit.spec import flags_of
 from ..request import TopkRequest
-from .entry_points import driver_function, error_name
-
-F_SORTED, F_IDX64, F_BEGIN64, F_END64, F_OFF64, F_VALUES, F_NAN_SENTINEL = 1, 2, 4, 8, 16, 32, 64
+from .driver import driver_function, error_name
 
 _FIELDS = ("x", "row_stride", "rows", "width", "k", "begin", "end", "offsets", "out_idx",
            "idx_row_stride", "out_val", "val_row_stride", "flags", "idx_fill", "val_fill_bits",
@@ -33,11 +32,7 @@ def _u64(value: int) -> int:
 def pack(req: TopkRequest, nan_flags_ptr: int = 0, split: int = 1, workspace: int = 0) -> Params:
     """The argument block for ``req`` (pointers and strides from its views); ``split`` CTAs per
     row meeting through ``workspace`` (a device pointer, 0 for none)."""
-    flags = F_SORTED * req.sorted | F_IDX64 * (req.index_dtype == "int64")
-    flags |= F_VALUES * req.return_value | F_NAN_SENTINEL * (req.nan_policy == "sentinel")
-    for view, bit in ((req.begin, F_BEGIN64), (req.end, F_END64), (req.offsets, F_OFF64)):
-        if view is not None and view.dtype == "int64":
-            flags |= bit
+    flags = flags_of(req)
     opt = lambda v: 0 if v is None else v.ptr  # noqa: E731
     rows, width = req.x.shape
     # Positional, in _FIELDS order: keyword construction of a ctypes Structure costs ~10 us.

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from ..dtypes import ITEMSIZE
+from ..jit.spec import KernelSpec
 from .variants import (RADIX_TIERS, SPLIT_CLUSTER, SPLIT_RADIX, SPLIT_WORKSPACE, STREAM_KMAX,
-                       Variant, large_variant, merge_variant, radix_prefiltered, radix_variant, small_cluster,
+                       large_variant, merge_variant, radix_prefiltered, radix_variant, small_cluster,
                        stream_bucket, stream_variant)
 
 # Bytes of SelectScratch, the step counters and the shared count beside the candidate buffer in
@@ -66,16 +67,16 @@ class DeviceLimits:
 
 @dataclass(frozen=True)
 class Plan:
-    variant: Variant
+    variant: KernelSpec
     threads: int    # threads per CTA
     smem: int       # dynamic shared memory per CTA, bytes
     split: int = 1  # CTAs per row
     how: str = ""   # SPLIT_CLUSTER or SPLIT_WORKSPACE when split > 1
-    merge: Variant | None = None  # the second launch of SPLIT_WORKSPACE
+    merge: KernelSpec | None = None  # the second launch of SPLIT_WORKSPACE
     merge_smem: int = 0             # its dynamic shared memory, bytes
 
 
-def stream_smem_bytes(variant: Variant) -> int:
+def stream_smem_bytes(variant: KernelSpec) -> int:
     """Shared memory of topk_stream.cu / topk_merge.cu: a buffer of 2 * kmax - 64 composites (8
     bytes each) plus ROOM (one block of threads x loads 16-byte vectors, or two a thread with
     DS_BOUNDED_ROOM), the select scratch, the warps' vector queues (64 vectors and their indices
@@ -90,7 +91,7 @@ def stream_smem_bytes(variant: Variant) -> int:
             + _QUEUE_BYTES_PER_THREAD * variant.threads + ring)
 
 
-def stream_ctas_per_sm(variant: Variant, limits: DeviceLimits) -> int:
+def stream_ctas_per_sm(variant: KernelSpec, limits: DeviceLimits) -> int:
     """CTAs of a one-CTA-a-row streaming variant an SM holds at once: as many as its register
     budget allows (DS_MIN_CTAS), fewer where their shared memory outgrows the SM's (taken as
     max_smem_per_block)."""

@@ -1,84 +1,24 @@
-"""The registry of what can be compiled: one variant, one source, one cubin, one entry point.
+"""The CUDA registry of what can be compiled: one ``KernelSpec``, one source, one cubin, one entry.
 
-A variant is a kernel family (a ``kernels_cu/<family>.cu`` file) specialised at compile time by
-preprocessor defines. Runtime flags (sorted, return_value, index type, NaN policy) are kernel
-arguments, not variants, so the set stays small enough to warm up in seconds.
+Runtime flags (sorted, return_value, index type, NaN policy) are kernel arguments, not
+variants, so the set stays small enough to warm up in seconds. The tunings below were chosen by
+timing each candidate on an H200 (docs/performance.md says how to re-measure).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from ..dtypes import INPUT_DTYPES, ITEMSIZE
+from ..jit.spec import DTYPE_CODE, KernelSpec, arch_number
 
-# Compile-time codes of the input dtypes, shared with kernels_cu/common/dtype.cuh.
-DTYPE_CODE = {"float32": 0, "float16": 1, "bfloat16": 2}
-
-
-@dataclass(frozen=True)
-class Variant:
-    """One compilable kernel.
-
-    family: the source file ``kernels_cu/<family>.cu``.
-    dtype: input dtype (canonical name), or "" for dtype-free kernels.
-    kmax: the largest k this variant serves (its shared-memory buffer is sized from it); 0 if
-        the family does not depend on k.
-    threads: threads per CTA (the kernel is compiled with this as its launch bound).
-    extra: further (name, value) defines, sorted, for family-specific tuning.
-    min_sm: the oldest arch (as 80, 90, ...) the source compiles for; 0 for every arch.
-    """
-
-    family: str
-    dtype: str = ""
-    kmax: int = 0
-    threads: int = 256
-    extra: tuple = field(default=())
-    min_sm: int = 0
-
-    @property
-    def source(self) -> str:
-        return f"{self.family}.cu"
-
-    @property
-    def entry(self) -> str:
-        parts = [self.family, self.dtype or "any", f"k{self.kmax}", f"t{self.threads}"]
-        parts += [f"{k.lower()}{v}" for k, v in self.extra]
-        return "ds_" + "_".join(parts)
-
-    @property
-    def defines(self) -> dict:
-        d = {"DS_ENTRY": self.entry, "DS_THREADS": str(self.threads), "DS_KMAX": str(self.kmax)}
-        if self.dtype:
-            d["DS_DTYPE"] = str(DTYPE_CODE[self.dtype])
-        d.update({k: str(v) for k, v in self.extra})
-        return d
-
-    def describe(self) -> str:
-        return self.entry
-
-    def builds_for(self, arch: str) -> bool:
-        """Whether the variant exists for ``arch`` (e.g. "sm_90a"): clusters need sm_90."""
-        return arch_number(arch) >= self.min_sm
-
-
-def arch_number(arch: str) -> int:
-    """90 for "sm_90a", 120 for "sm_120"."""
-    return int(arch.removeprefix("sm_").rstrip("abf"))
-
-
-PROBE = Variant("probe")
+PROBE = KernelSpec("probe")
 
 # k buckets of the streaming kernel: each variant sizes its shared buffer for its bucket's top.
 STREAM_KMAX = (256, 512, 1024, 2048, 4096)
 # (threads, 16-byte vectors per thread in a block, CTAs per SM for the register budget, blocks in
-# the shared-memory ring that loads ahead) by k bucket, from tools/tune_stream.py on the H200
-# (docs/benchmarks.md), for every dtype. With the bounded room (BOUNDED_ROOM_KMAX) 256 x 2 with a
-# 3-block ring fits four CTAs per SM up to k = 1024 and three at k = 2048 (4096 x 128K bf16:
-# 568 us at k = 512 against 618 us with three CTAs; 962 us at k = 2048 against 1162 us with two
-# CTAs and a 2-block ring; 4096 x 129280 float32: k = 512 629 us against 658, k = 1024 691
-# against 762, k = 2048 845 against 853, with the whole-block room and a 2-block ring at three
-# CTAs). k = 4096 keeps its buffer, queues and ring within GPUs of 99 KiB of shared memory per
-# CTA.
+# the shared-memory ring that loads ahead) by k bucket, for every dtype. With the bounded room
+# (BOUNDED_ROOM_KMAX) 256 x 2 with a 3-block ring fits four CTAs per SM up to k = 1024 and three
+# at k = 2048, which measured faster than fewer CTAs with deeper rings. k = 4096 keeps its
+# buffer, queues and ring within GPUs of 99 KiB of shared memory per CTA.
 STREAM_TUNING = {256: (256, 2, 4, 3), 512: (256, 2, 4, 3), 1024: (256, 2, 4, 3), 2048: (256, 2, 3, 3),
                  4096: (256, 1, 2, 2)}
 # Buckets whose one-CTA-a-row variants bound the candidate buffer's room past the select trigger
@@ -87,8 +27,7 @@ STREAM_TUNING = {256: (256, 2, 4, 3), 512: (256, 2, 4, 3), 1024: (256, 2, 4, 3),
 BOUNDED_ROOM_KMAX = (256, 512, 1024, 2048)
 # Batches of few rows (deepselect_rt/cuda/plan.py few_rows_tuning: those that run in no more
 # waves of CTAs at this tuning than at their bucket's): one CTA's own bandwidth bounds the time,
-# and 512 threads read a row faster (1 x 128K bf16, k = 512: 72 us vs 104 us); the ring's depth
-# changed little there. With the bounded room these fit two CTAs an SM up to k = 2048.
+# and 512 threads read a row faster; the ring's depth changed little there. With the bounded room these fit two CTAs an SM up to k = 2048.
 FEW_ROWS_TUNING = (512, 2, 2, 2)
 LARGE_THREADS = 512
 
@@ -116,7 +55,7 @@ def stream_bucket(k: int) -> int | None:
     return next((b for b in STREAM_KMAX if k <= b), None)
 
 
-def stream_variant(dtype: str, kmax: int, few_rows: bool = False, split: str = "") -> Variant:
+def stream_variant(dtype: str, kmax: int, few_rows: bool = False, split: str = "") -> KernelSpec:
     """The one-pass streaming kernel (kernels_cu/topk_stream.cu) for k <= kmax, tuned for
     batches of few rows (plan.py's few_rows_tuning) when ``few_rows`` or ``split``
     (SPLIT_CLUSTER or SPLIT_WORKSPACE: each CTA streams one slice of a row)."""
@@ -127,14 +66,14 @@ def stream_variant(dtype: str, kmax: int, few_rows: bool = False, split: str = "
         extra += (("DS_BOUNDED_ROOM", 1),)
     if split:
         extra += (("DS_SPLIT", _SPLIT_CODE[split]),)
-    return Variant("topk_stream", dtype, kmax, threads, extra, 90 if split == SPLIT_CLUSTER else 0)
+    return KernelSpec("topk_stream", dtype, kmax, threads, extra, 90 if split == SPLIT_CLUSTER else 0)
 
 
-def merge_variant(dtype: str, kmax: int) -> Variant:
+def merge_variant(dtype: str, kmax: int) -> KernelSpec:
     """The second launch of a SPLIT_WORKSPACE row (kernels_cu/topk_merge.cu); its candidate
     buffer matches the split variant's."""
     threads, loads, _, _ = FEW_ROWS_TUNING
-    return Variant("topk_merge", dtype, kmax, threads, (("DS_LOADS", loads),))
+    return KernelSpec("topk_merge", dtype, kmax, threads, (("DS_LOADS", loads),))
 
 
 def radix_prefiltered(dtype: str, vectors: int) -> bool:
@@ -145,12 +84,9 @@ def radix_prefiltered(dtype: str, vectors: int) -> bool:
 
 # The cluster radix select's variant for clusters of two at large k (topk_cluster.cu's
 # DS_SMALL_CLUSTER: each thread offers up to four groups' maxima to the prefilter, and each CTA
-# also bounds T0 by a key at or below k of them). H200, bf16, int32 indices, CUDA events
-# (docs/benchmarks.md, session 24): at k = 2048 64 x 128K 39.6 -> 28.4 us, 32 x 64K 24.3 -> 21.1,
-# ascending 64 x 128K 56.2 -> 35.9, the real indexer rows at 64 rows 61.6 -> 32.6, but rows of
-# five distinct values 32.5 -> 37.6; at k = 512 and 1024 normal rows took ~3 us more (64 x 128K,
-# k = 512: 19.6 -> 22.7, where DeepSelect takes 21.8), and in clusters of four at k = 2048 too
-# (16 x 128K: 15.0 -> 18.6).
+# also bounds T0 by a key at or below k of them). It pays at k = 2048 in clusters of two (about
+# 1.1-1.9x faster on normal and real indexer rows, slower only on rows of a few distinct values)
+# and costs a few microseconds at smaller k and in larger clusters, hence the bounds.
 SMALL_CLUSTER, SMALL_CLUSTER_K = 2, 2048
 
 
@@ -162,22 +98,22 @@ def small_cluster(split: int, k: int, threads: int) -> bool:
     return split <= SMALL_CLUSTER and SMALL_CLUSTER_K <= k <= split * threads
 
 
-def radix_variant(dtype: str, threads: int, vectors: int, small: bool = False) -> Variant:
+def radix_variant(dtype: str, threads: int, vectors: int, small: bool = False) -> KernelSpec:
     """The cluster radix select (kernels_cu/topk_cluster.cu) of one RADIX_TIERS tier; ``small``
     (where ``small_cluster`` says so): a prefiltered tier's variant for clusters of two
     (DS_SMALL_CLUSTER: the prefilter's groups and t_k)."""
     extra = (("DS_VECS", vectors),)
     if small and radix_prefiltered(dtype, vectors):
         extra += (("DS_SMALL_CLUSTER", 1),)
-    return Variant("topk_cluster", dtype, 0, threads, extra, 90)
+    return KernelSpec("topk_cluster", dtype, 0, threads, extra, 90)
 
 
-def large_variant(dtype: str) -> Variant:
+def large_variant(dtype: str) -> KernelSpec:
     """The any-k kernel (kernels_cu/topk_large.cu), several reads of the row."""
-    return Variant("topk_large", dtype, 0, LARGE_THREADS)
+    return KernelSpec("topk_large", dtype, 0, LARGE_THREADS)
 
 
-def default_variants(arch: str | None = None) -> list[Variant]:
+def default_variants(arch: str | None = None) -> list[KernelSpec]:
     """What ``warmup`` builds: every variant the shipped dispatcher can pick on ``arch`` (on
     any arch when None): split rows use clusters (and the cluster radix select) from sm_90 on,
     a workspace before."""
@@ -197,7 +133,7 @@ def default_variants(arch: str | None = None) -> list[Variant]:
     return list(dict.fromkeys(out))  # the few-rows tuning may equal a bucket's own
 
 
-def filter_variants(variants, *, dtypes=None, ks=None) -> list[Variant]:
+def filter_variants(variants, *, dtypes=None, ks=None) -> list[KernelSpec]:
     """Keep the variants of the given input dtypes and those the plan picks for the given k
     values: of the streaming kernels, the smallest k bucket holding each k; the variants that do
     not depend on k (any-k, cluster radix select, probe) always."""
@@ -212,7 +148,7 @@ def filter_variants(variants, *, dtypes=None, ks=None) -> list[Variant]:
     return out
 
 
-__all__ = ["Variant", "PROBE", "default_variants", "filter_variants",
+__all__ = ["KernelSpec", "PROBE", "default_variants", "filter_variants",
            "DTYPE_CODE", "INPUT_DTYPES", "SPLIT_CLUSTER", "SPLIT_WORKSPACE", "SPLIT_RADIX", "RADIX_TIERS",
            "RADIX_COMPACT_ELEMS", "SMALL_CLUSTER", "SMALL_CLUSTER_K", "stream_bucket", "stream_variant",
            "merge_variant", "radix_prefiltered", "small_cluster", "radix_variant", "large_variant", "arch_number"]

@@ -1,0 +1,71 @@
+"""``deepselect-rt``: the command line (info, warmup, cache, check, bench).
+
+Each subcommand is a ``register(subparsers)`` function that adds its parser and sets
+``handler=fn`` with ``fn(args, out: Console, err: Console) -> int`` (the exit code). To add one,
+write those two functions in your own module and list ``"module:register"`` in ``COMMANDS``;
+heavy imports belong inside the handler so that ``--help`` stays fast.
+
+Exit codes: 0 success, 1 the work failed (a compile error, a bad cache entry, no GPU or NVRTC),
+2 bad usage (an unknown arch, dtype or size).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import warnings
+
+from .console import console
+
+COMMANDS = (
+    "deepselect_rt.cli.info:register",
+    "deepselect_rt.cli.warmup:register",
+    "deepselect_rt.cli.cache:register",
+    "deepselect_rt.cli.check:register",
+    "deepselect_rt.cli.bench:register",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser with every subcommand of ``COMMANDS`` registered."""
+    parser = argparse.ArgumentParser(
+        prog="deepselect-rt", description="Exact top-k kernels compiled at run time with NVRTC.")
+    from ..jit.key import package_version
+
+    parser.add_argument("--version", action="version", version=f"deepselect-rt {package_version()}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    subparsers.required = True
+    for spec in COMMANDS:
+        module_name, function = spec.split(":")
+        getattr(importlib.import_module(module_name), function)(subparsers)
+    return parser
+
+
+def main(argv=None) -> int:
+    """Run the command line; returns the exit code (see the module docstring)."""
+    from rich.markup import escape
+
+    from ..errors import BackendUnavailableError, CompileError
+
+    args = build_parser().parse_args(argv)
+    out, err = console(), console(stderr=True)
+
+    def show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+        # One line per warning, like the errors; not Python's file:line and source echo.
+        err.print(f"[yellow]warning[/]: {escape(str(message))}", highlight=False)
+
+    try:
+        with warnings.catch_warnings():
+            warnings.showwarning = show_warning
+            return args.handler(args, out, err)
+    except ValueError as exc:
+        err.print(f"[red]error[/]: {escape(str(exc))}", highlight=False)
+        return 2
+    except (BackendUnavailableError, CompileError, OSError) as exc:
+        err.print(f"[red]error[/]: {escape(str(exc))}", highlight=False)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

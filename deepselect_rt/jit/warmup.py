@@ -1,0 +1,122 @@
+"""Ahead-of-time compilation of the kernel set into a cache root (``deepselect-rt warmup``).
+
+Each (kernel spec, arch, compiler) is one task; tasks run in worker processes (NVRTC compiles are CPU-bound and
+single-threaded) that share the cache root through its per-key locks and atomic writes. With an
+explicit arch list no GPU or driver is needed (the backends say which tasks an arch needs:
+``cuda.variants.default_variants``, ``ascend.variants.default_variants``); ``--into DIR`` fills DIR as a cache root, which is
+how the wheel's ``cache/`` folder and container images get their pre-built cubins.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import warnings
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import CompileError
+from . import env
+from .cache import Compiler, KernelCache, default_cache
+from .spec import KernelSpec
+
+
+@dataclass(frozen=True)
+class Task:
+    """Build ``variant`` for ``arch`` (a normalised arch name) with ``compiler``."""
+
+    variant: KernelSpec
+    arch: str
+    compiler: Compiler = field(compare=False)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The result of one task.
+
+    origin: "compiled", "disk" or "memory" (already cached), or "failed". seconds: compile time
+    (0.0 when cached). size: cubin bytes. error: one-line reason when failed, else "". log: the
+    NVRTC log of a failed compile.
+    """
+
+    task: Task
+    origin: str
+    seconds: float = 0.0
+    size: int = 0
+    error: str = ""
+    log: str = ""
+
+    @property
+    def failed(self) -> bool:
+        return self.origin == "failed"
+
+
+def _cache_for(into: Path | None, compiler: Compiler) -> KernelCache:
+    # --into fills exactly that root, so nothing else is searched: a kernel found in another
+    # layer would otherwise be left out of it.
+    return KernelCache(compiler, into, read_only=[]) if into is not None else default_cache(compiler)
+
+
+def _run_task(task: Task, into: Path | None) -> Outcome:
+    """One task, in a worker process or inline; every failure becomes an Outcome."""
+    try:
+        resolved = _cache_for(into, task.compiler).resolve(task.variant, task.arch)
+    except CompileError as exc:
+        return Outcome(task, "failed", error=str(exc).splitlines()[0], log=exc.log)
+    except Exception as exc:  # reported per task; the run goes on with the others
+        return Outcome(task, "failed", error=f"{type(exc).__name__}: {exc}")
+    return Outcome(task, resolved.origin, resolved.seconds, len(resolved.cubin))
+
+
+def check_target(into: Path | None) -> Path:
+    """The root warmup writes to. Raises OSError when it is not writable (a warmup that keeps
+    nothing would silently waste its work)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the memory-only warning; we raise instead
+        cache = KernelCache(None, into, read_only=[]) if into is not None else default_cache()
+        root = cache.writable_root()
+    if root is None:
+        raise OSError(f"cache root {cache.root} is not writable ({cache.unwritable_reason}); "
+                      f"warmup would keep nothing")
+    return root
+
+
+def run(tasks: list[Task], *, jobs: int | None = None, into: Path | None = None,
+        on_done=None) -> list[Outcome]:
+    """Build ``tasks``; returns one Outcome per task, in task order.
+
+    jobs: worker processes (default ``os.cpu_count()``; 1 runs inline). into: the cache root to
+    fill (default: the user's cache with all its layers). on_done: called with each Outcome as it
+    finishes (for progress display). Raises OSError when the target root is not writable,
+    ValueError for a malformed DEEPSELECT_RT_LOCK_TIMEOUT, BackendUnavailableError when a task's
+    compiler is missing (``Compiler.require``).
+    """
+    into = Path(into).expanduser() if into is not None else None
+    check_target(into)
+    env.lock_timeout()  # a malformed DEEPSELECT_RT_LOCK_TIMEOUT: one error, not one per task
+    # A missing compiler fails once, here, rather than once per task.
+    for compiler in {t.compiler.name: t.compiler for t in tasks}.values():
+        compiler.require()
+    jobs = max(1, min(jobs or os.cpu_count() or 1, len(tasks)))
+    outcomes: dict[Task, Outcome] = {}
+
+    def finish(outcome: Outcome) -> None:
+        outcomes[outcome.task] = outcome
+        if on_done is not None:
+            on_done(outcome)
+
+    if jobs == 1:
+        for task in tasks:
+            finish(_run_task(task, into))
+    else:
+        # spawn, not fork: a forked child would inherit locks and NVRTC state mid-use.
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
+            futures = [pool.submit(_run_task, task, into) for task in tasks]
+            for future in as_completed(futures):
+                finish(future.result())
+    return [outcomes[t] for t in tasks]
+
+
+__all__ = ["Task", "Outcome", "check_target", "run"]

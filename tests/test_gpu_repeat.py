@@ -1,0 +1,101 @@
+"""The fast path of repeated torch calls (deepselect_rt/fast_path.py, issue 6) on the GPU:
+remembered calls stay exact, allocate fresh outputs, keep every argument check, follow torch's
+current stream and the plan changes of forced_split. Run with ``pytest -m gpu``."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import deepselect_rt
+from deepselect_rt.interop import repeat as fast_path
+from deepselect_rt.cuda import arch as module
+from deepselect_rt.cuda import backend, launch
+from deepselect_rt.cuda.variants import SPLIT_CLUSTER
+from gpu_helpers import to_host, torch_cuda
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(autouse=True)
+def empty_memo():
+    fast_path.clear()
+    yield
+    fast_path.clear()
+
+
+def _want(t, k, **kw):
+    return deepselect_rt.topk(to_host(t), k, **kw)
+
+
+def test_repeated_calls_are_remembered_and_exact():
+    torch = torch_cuda()
+    x = torch.randn(5, 30000, device="cuda", dtype=torch.float16)
+    kw = dict(sorted=True, nan_policy="sentinel")
+    first = deepselect_rt.topk(x, 300, **kw)
+    assert len(fast_path._entries) == 1
+    for _ in range(3):
+        x.copy_(torch.randn_like(x))  # same pointer, new data: the remembered launch reads it
+        vals, idx = deepselect_rt.topk(x, 300, **kw)
+        want = _want(x, 300, **kw)
+        np.testing.assert_array_equal(to_host(idx), want[1])
+        np.testing.assert_array_equal(to_host(vals), want[0])
+        assert idx.data_ptr() != first[1].data_ptr() and vals.data_ptr() != first[0].data_ptr()
+    assert len(fast_path._entries) == 1
+
+
+def test_caller_buffers_and_no_values():
+    torch = torch_cuda()
+    x = torch.randn(3, 9000, device="cuda")
+    idx = torch.full((3, 64), -1, dtype=torch.int32, device="cuda")
+    for _ in range(3):
+        x.copy_(torch.randn_like(x))
+        vals, out = deepselect_rt.topk(x, 64, indices_type="int32", output_idx=idx, return_value=False,
+                                       nan_policy="sentinel")
+        assert vals is None and out is idx
+        np.testing.assert_array_equal(to_host(idx), _want(x, 64, indices_type="int32", return_value=False)[1])
+
+
+def test_checks_still_apply_to_a_remembered_call():
+    torch = torch_cuda()
+    x = torch.randn(2, 5000, device="cuda")
+    deepselect_rt.topk(x, 10, sorted=True, nan_policy="sentinel")
+    with pytest.raises(TypeError, match="sorted"):
+        deepselect_rt.topk(x, 10, sorted=1, nan_policy="sentinel")
+    with pytest.raises(TypeError):
+        deepselect_rt.topk(x, 10.0, sorted=True, nan_policy="sentinel")
+    x[1, 7] = float("nan")
+    with pytest.raises(deepselect_rt.NaNInputError):
+        deepselect_rt.topk(x, 10, sorted=True)  # "raise" is never remembered
+
+
+def test_follows_the_current_stream():
+    torch = torch_cuda()
+    x = torch.randn(4, 20000, device="cuda", dtype=torch.bfloat16)
+    deepselect_rt.topk(x, 128, nan_policy="sentinel")
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        y = torch.randn(4, 20000, device="cuda", dtype=torch.bfloat16)
+        x.copy_(y)  # queued on the side stream: the top-k must run after it, on it
+        _, idx = deepselect_rt.topk(x, 128, nan_policy="sentinel")
+    side.synchronize()
+    np.testing.assert_array_equal(to_host(idx), _want(x, 128)[1])
+
+
+def test_forced_split_changes_a_remembered_plan(monkeypatch):
+    torch = torch_cuda()
+    if not module.device_info(0).cluster_launch:
+        pytest.skip("this GPU has no thread-block clusters")
+    x = torch.randn(2, 200000, device="cuda", dtype=torch.bfloat16)
+    with backend.forced_split(1):
+        deepselect_rt.topk(x, 512, nan_policy="sentinel")
+        deepselect_rt.topk(x, 512, nan_policy="sentinel")
+    clusters = []
+    real = launch.launch
+    monkeypatch.setattr(launch, "launch", lambda *a, **kw: (clusters.append(a[6] if len(a) > 6 else 1),
+                                                            real(*a, **kw))[1])
+    with backend.forced_split(4, SPLIT_CLUSTER):
+        _, idx = deepselect_rt.topk(x, 512, nan_policy="sentinel")
+        _, idx = deepselect_rt.topk(x, 512, nan_policy="sentinel")
+    assert clusters == [4, 4]
+    np.testing.assert_array_equal(to_host(idx), _want(x, 512)[1])
