@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import sys
 
-from . import eager
+from . import checks, eager, nan_record
 
 # Row-start alignment (bytes) at which input and outputs take the vectorised path.
 INPUT_ROW_ALIGN = 16
@@ -91,6 +91,27 @@ def topk(input, topk, sorted=False, begin=None, end=None, indices_type="int64", 
     return eager.topk(input, topk, sorted, begin, end, indices_type, sorted_index, output_idx, output_val,
                       output_idx_offset, idx_oob_fill_value, value_oob_fill_value, return_value,
                       abort_when_nan_found, nan_policy, stream)
+
+
+def check_nan(stream=None) -> None:
+    """Wait for the GPU, then raise what earlier calls under nan_policy="raise" met.
+
+    The default policy never blocks: a call that meets NaN writes the sentinel into those rows
+    and records them, and the next call on that device raises ``NaNInputError`` once the GPU has
+    run it. ``check_nan`` is the explicit, synchronising check: it waits for ``stream`` (an
+    integer handle or a stream object, as ``topk`` takes), or, when None, for every device that
+    has run such a call, then raises for every NaN row recorded and not yet reported.
+
+    Raises:
+        NaNInputError: naming the earliest call that met NaN, its rows, and how many other calls
+            did. TypeError/ValueError: a bad ``stream``.
+    """
+    handle = checks.stream_handle(stream)
+    if nan_record.has_devices("cuda"):
+        from .cuda import nan_memory
+
+        nan_memory.synchronize(handle)
+    nan_record.raise_all_pending()
 
 
 def _torch_compiling(obj) -> bool:

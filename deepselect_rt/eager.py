@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from . import checks
+from . import checks, nan_record
 from .errors import BackendUnavailableError
 from .interop import repeat
 from .interop.outputs import allocate, current_stream
@@ -51,6 +51,7 @@ def topk(input, topk, sorted=False, begin=None, end=None, indices_type="int64", 
     explicit_stream = checks.stream_handle(stream)
     x = view_of(input, name="input", stream=explicit_stream)
     checks.check_input(x)
+    nan_record.raise_pending(("cuda" if x.is_cuda else x.device_type, x.device_id))
     rows, width = x.shape
     sc = checks.scalar_arguments(topk, sorted, sorted_index, return_value, indices_type, nan_policy,
                           abort_when_nan_found, idx_oob_fill_value, value_oob_fill_value, output_val)

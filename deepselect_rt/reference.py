@@ -126,6 +126,16 @@ def _output(buffer, shape, dtype):
     return buffer
 
 
+def nan_rows(x: np.ndarray, begin=None, end=None) -> np.ndarray:
+    """The rows of 2-D ``x`` holding a NaN in ``[begin, end)`` (clamped as ``topk`` clamps), as
+    ascending row numbers."""
+    rows, width = x.shape
+    begin, end = _clamped_ranges(begin, end, rows, width)
+    columns = np.arange(width)
+    inside = (columns >= begin[:, None]) & (columns < end[:, None])
+    return np.flatnonzero((nan_mask(x) & inside).any(axis=1))
+
+
 def topk(x: np.ndarray, k: int, *, begin=None, end=None, offsets=None, index_dtype="int64",
          sorted=False, sorted_index=False, return_value=True, nan_policy="propagate",
          idx_fill=2**31 - 1, val_fill=float("-inf"), out_idx=None, out_val=None):

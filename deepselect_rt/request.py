@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from .interop.views import TensorView
 
-NAN_POLICIES = ("raise", "sentinel", "propagate")
+NAN_POLICIES = ("raise", "raise_sync", "sentinel", "propagate")
 
 
 # Not frozen (built once per call on the launch path: ~5 us frozen, <1 us not); never mutated.

@@ -750,6 +750,6 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS, 1) DS_ENTRY(const Param
     // Fills (every slot under the NaN sentinel), spread over the cluster.
     for (u32 i = (out.sentinel ? 0 : m) + rank * NT + threadIdx.x; i < k; i += split * NT)
         write_slot(p, out, i, false, 0, 0);
-    if (has_nan && p.nan_flags && rank == 0 && threadIdx.x == 0) p.nan_flags[row] = 1;
+    if (has_nan && rank == 0 && threadIdx.x == 0) record_nan(p, row);
     cluster_wait();
 }

@@ -87,7 +87,7 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS) DS_ENTRY(const Params p
     const bool has_nan = __syncthreads_or(nan_here);
     if (p.flags & DS_F_SORTED) sort_slots(p, row, xrow, m);
 
-    if (has_nan && p.nan_flags && threadIdx.x == 0) p.nan_flags[row] = 1;
+    if (has_nan && threadIdx.x == 0) record_nan(p, row);
     const RowOut out = row_out(p, row, xrow, has_nan);
     for (u32 i = threadIdx.x; i < k; i += NT) {
         const bool valid = i < m;

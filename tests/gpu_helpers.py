@@ -132,12 +132,24 @@ def assert_same(got, want, what: str) -> None:
 
 
 def run_both(x: np.ndarray, k: int, **kw):
-    """topk on the GPU (torch tensors) and on the reference; returns (gpu, ref) as NumPy."""
+    """topk on the GPU (torch tensors) and on the reference; returns (gpu, ref) as NumPy. Under
+    the default policy ("raise", reported later) ``check_nan`` must then raise exactly for the
+    reference's NaN rows; "raise_sync" is the reference's immediate "raise"."""
     dev_kw = {key: (to_device(v) if isinstance(v, np.ndarray) else v) for key, v in kw.items()}
     vals, idx = deepselect_rt.topk(to_device(x), k, **dev_kw)
-    got = (None if vals is None else to_host(vals), to_host(idx))
     ref_kw = {key: v for key, v in kw.items() if key not in ("abort_when_nan_found",)}
     policy = ref_kw.pop("nan_policy", None) or ("raise" if kw.get("abort_when_nan_found", True) else "sentinel")
+    if policy == "raise":
+        want_rows = reference.nan_rows(x, kw.get("begin"), kw.get("end")).tolist()
+        try:
+            deepselect_rt.check_nan()
+            got_rows = []
+        except NaNInputError as exc:
+            got_rows = exc.rows
+        assert got_rows == want_rows, f"check_nan reported rows {got_rows}, the reference's NaN rows are {want_rows}"
+        policy = "sentinel"
+    policy = {"raise_sync": "raise"}.get(policy, policy)
+    got = (None if vals is None else to_host(vals), to_host(idx))
     rename = {"output_idx_offset": "offsets", "indices_type": "index_dtype", "idx_oob_fill_value": "idx_fill",
               "value_oob_fill_value": "val_fill"}
     ref_kw = {rename.get(key, key): v for key, v in ref_kw.items()}

@@ -42,14 +42,14 @@ def test_cuda_graph_capture_replay_and_other_shapes():
     np.testing.assert_array_equal(to_host(vals).view(np.uint16), _want(x, 512, **kw)[0].view(np.uint16))
 
 
-def test_raise_policy_refuses_graph_capture():
+def test_raise_sync_refuses_graph_capture():
     torch = torch_cuda()
     x = torch.randn(4, 1000, device="cuda")
     deepselect_rt.topk(x, 10)
     graph = torch.cuda.CUDAGraph()
     with pytest.raises(ValueError, match="capture"):
         with torch.cuda.graph(graph):
-            deepselect_rt.topk(x, 10, nan_policy="raise")
+            deepselect_rt.topk(x, 10, nan_policy="raise_sync")
 
 
 def test_streams_alternating_and_producer_on_side_stream():

@@ -1,4 +1,4 @@
-"""The fast path of repeated torch calls (deepselect_rt/fast_path.py, issue 6) on the GPU:
+"""The fast path of repeated torch calls (deepselect_rt/interop/repeat.py) on the GPU:
 remembered calls stay exact, allocate fresh outputs, keep every argument check, follow torch's
 current stream and the plan changes of forced_split. Run with ``pytest -m gpu``."""
 
@@ -65,8 +65,10 @@ def test_checks_still_apply_to_a_remembered_call():
     with pytest.raises(TypeError):
         deepselect_rt.topk(x, 10.0, sorted=True, nan_policy="sentinel")
     x[1, 7] = float("nan")
-    with pytest.raises(deepselect_rt.NaNInputError):
-        deepselect_rt.topk(x, 10, sorted=True)  # "raise" is never remembered
+    deepselect_rt.topk(x, 10, sorted=True)  # the default "raise", remembered: reported later
+    with pytest.raises(deepselect_rt.NaNInputError) as info:
+        deepselect_rt.check_nan()
+    assert info.value.rows == [1]
 
 
 def test_follows_the_current_stream():

@@ -273,8 +273,12 @@ def test_nan_policies(dtype, where):
         check(x, k, end=end, nan_policy="raise")
     else:
         with pytest.raises(NaNInputError) as info:
-            deepselect_rt.topk(to_device(x), k, end=to_device(end))
-        assert info.value.rows == [1, 4]
+            deepselect_rt.topk(to_device(x), k, end=to_device(end), nan_policy="raise_sync")
+        assert info.value.rows == [1, 4] and info.value.call is None
+        deepselect_rt.topk(to_device(x), k, end=to_device(end))  # the default: reported later
+        with pytest.raises(NaNInputError) as info:
+            deepselect_rt.check_nan()
+        assert info.value.rows == [1, 4] and "k=" in info.value.call
 
 
 @pytest.mark.parametrize("dtype", list(DTYPES))

@@ -51,7 +51,7 @@ def run(req: TopkRequest) -> None:
     torch_npu = sys.modules["torch_npu"]
     with torch_npu.npu.device(req.x.device_id):
         stream = _stream(req)
-        if req.nan_policy != "raise":
+        if req.nan_policy not in ("raise", "raise_sync"):  # both synchronise here
             _launch(req, 0, stream)
             return
         flags = allocate(req.x, (req.rows,), "int32")

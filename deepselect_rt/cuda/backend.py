@@ -1,7 +1,8 @@
 """The CUDA backend: plan, kernels, argument block, launch on the caller's stream.
 
-No host synchronisation, so a call can be captured in a CUDA graph; the exception is
-nan_policy="raise", which needs a per-row flag buffer and a sync. Nothing is allocated besides
+No host synchronisation, so a call can be captured in a CUDA graph (NaN rows under
+nan_policy="raise" go to the device's NaN record, read later without a sync); the exception is
+nan_policy="raise_sync", which waits for the stream. Nothing is allocated besides
 the outputs, except the workspace of a row split on a GPU without clusters (from the caller's
 framework, ordered on the launch stream).
 """
@@ -12,13 +13,10 @@ import threading
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
-import numpy as np
-
-from ..errors import NaNInputError
+from ..interop.outputs import workspace
 from ..request import TopkRequest
-from ..interop.outputs import allocate, workspace
-from . import arch, launch, loader
-from .driver import check, is_current, on_device, set_kernel_attribute
+from . import arch, launch, loader, nan_memory
+from .driver import bindings, check, is_current, on_device, set_kernel_attribute
 from .plan import (DeviceLimits, Plan, choose_split, few_rows_tuning, forget_tuning, make_plan, radix_tier,
                    row_vectors)
 from .variants import SPLIT_CLUSTER, SPLIT_RADIX, SPLIT_WORKSPACE
@@ -104,8 +102,7 @@ def _load(device: int, variant, smem: int):
 
 def _clusters_fit(kernel, plan: Plan) -> bool:
     """Whether at least one cluster of plan.split CTAs of ``kernel`` can be resident."""
-    from cuda.bindings import driver
-
+    driver = bindings()
     config = driver.CUlaunchConfig()
     config.gridDimX, config.blockDimX, config.sharedMemBytes = plan.split, plan.threads, plan.smem
     config.gridDimY = config.gridDimZ = config.blockDimY = config.blockDimZ = 1
@@ -139,18 +136,18 @@ def _prepare(device: int, dtype: str, k: int, few_rows: bool, split: int, how: s
     return _Ready(plan, kernel, merge)
 
 
-def _launch(req: TopkRequest, ready: _Ready, nan_flags_ptr: int = 0):
+def _launch(req: TopkRequest, ready: _Ready, nan: tuple[int, int, int]):
     """Launch ``req``; returns ``again`` (see ``run``) or None for a workspace split."""
     plan = ready.plan
     if plan.how == SPLIT_WORKSPACE:
         ws = workspace(req.x, 8 * req.rows * plan.split * req.k, req.stream)
-        params = launch.pack(req, nan_flags_ptr, plan.split, ws.view.ptr)
+        params = launch.pack(req, nan, plan.split, ws.view.ptr)
         launch.launch(ready.kernel, req.rows * plan.split, plan.threads, plan.smem, req.stream, params)
         launch.launch(ready.merge, req.rows, plan.threads, plan.merge_smem, req.stream, params)
         return None
     device, kernel, grid = req.x.device_id, ready.kernel, req.rows * plan.split
     cluster = plan.split if plan.how in (SPLIT_CLUSTER, SPLIT_RADIX) else 1
-    template, epoch = launch.pack(req, nan_flags_ptr, plan.split), _epoch
+    template, epoch = launch.pack(req, nan, plan.split), _epoch
 
     def again(stream: int, out_idx: int = 0, out_val: int = 0) -> bool:
         if epoch != _epoch:
@@ -171,22 +168,24 @@ def _launch(req: TopkRequest, ready: _Ready, nan_flags_ptr: int = 0):
     return again
 
 
-def _raise_on_nan(req: TopkRequest, ready: _Ready) -> None:
-    """nan_policy="raise": launch with a flag per row, synchronise, raise naming the rows."""
-    from cuda.bindings import driver
+def _nan_args(req: TopkRequest) -> tuple[int, int, int]:
+    """(device counter, entries' device address, call id) of the NaN record for ``req``."""
+    record, head, entries = nan_memory.record(req.x.device_id)
+    rows, width = req.x.shape
+    call = record.new_call(f"{req.x.dtype} {rows}x{width}, k={req.k}, stream {req.stream:#x}")
+    return head, entries, call
 
+
+def _raise_now(req: TopkRequest) -> None:
+    """nan_policy="raise_sync": wait for the stream, then report this launch's NaN rows."""
+    driver = bindings()
     status = check(driver.cuStreamIsCapturing(req.stream), "cuStreamIsCapturing")
     if status != driver.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_NONE:
-        raise ValueError("nan_policy='raise' must synchronise and cannot run under CUDA-graph capture; "
-                         "pass nan_policy='sentinel' or 'propagate'")
-    flags = allocate(req.x, (req.rows,), "int32", req.stream)  # from req.stream's pool, like the outputs
-    check(driver.cuMemsetD32Async(flags.view.ptr, 0, req.rows, req.stream), "cuMemsetD32Async")
-    _launch(req, ready, flags.view.ptr)
-    host = np.empty(req.rows, np.int32)
+        raise ValueError("nan_policy='raise_sync' synchronises and cannot run under CUDA-graph capture; "
+                         "pass nan_policy='raise' (reported at the next call or by check_nan), 'sentinel' "
+                         "or 'propagate'")
     check(driver.cuStreamSynchronize(req.stream), "cuStreamSynchronize")
-    check(driver.cuMemcpyDtoH(host.ctypes.data, flags.view.ptr, host.nbytes), "cuMemcpyDtoH")
-    if host.any():
-        raise NaNInputError(np.flatnonzero(host).tolist())
+    nan_memory.record(req.x.device_id)[0].raise_pending()
 
 
 def _ready_for(req: TopkRequest) -> _Ready:
@@ -212,12 +211,15 @@ def run(req: TopkRequest):
     Returns ``again(stream, out_idx=0, out_val=0) -> bool``, the same launch repeated on
     ``stream`` with other output pointers when given (same shapes and strides; False, launching
     nothing, once forced_split has changed the plans), for interop/repeat.py; or None when a call like
-    ``req`` needs the whole path every time (nan_policy="raise" synchronises, a workspace split
-    allocates).
+    ``req`` needs the whole path every time (nan_policy="raise_sync" synchronises, a workspace
+    split allocates). Under nan_policy="raise" NaN rows are recorded (``nan_record.py``) and
+    reported by a later call; "raise_sync" waits for the stream and raises NaNInputError now.
     """
     with on_device(req.x.device_id):
         ready = _ready_for(req)
-        if req.nan_policy == "raise":
-            _raise_on_nan(req, ready)
+        nan = _nan_args(req) if req.nan_policy in ("raise", "raise_sync") else (0, 0, 0)
+        again = _launch(req, ready, nan)
+        if req.nan_policy == "raise_sync":
+            _raise_now(req)
             return None
-        return _launch(req, ready)
+        return again

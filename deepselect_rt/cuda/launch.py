@@ -16,11 +16,11 @@ from .driver import driver_function, error_name
 
 _FIELDS = ("x", "row_stride", "rows", "width", "k", "begin", "end", "offsets", "out_idx",
            "idx_row_stride", "out_val", "val_row_stride", "flags", "idx_fill", "val_fill_bits",
-           "nan_flags", "split", "workspace")
+           "nan_head", "nan_entries", "nan_call", "split", "workspace")
 
 
 class Params(ctypes.Structure):
-    """Mirror of ``struct Params``: eighteen 8-byte fields, no padding."""
+    """Mirror of ``struct Params``: twenty 8-byte fields, no padding."""
 
     _fields_ = [(name, ctypes.c_uint64) for name in _FIELDS]
 
@@ -29,9 +29,10 @@ def _u64(value: int) -> int:
     return value & 0xFFFFFFFFFFFFFFFF
 
 
-def pack(req: TopkRequest, nan_flags_ptr: int = 0, split: int = 1, workspace: int = 0) -> Params:
-    """The argument block for ``req`` (pointers and strides from its views); ``split`` CTAs per
-    row meeting through ``workspace`` (a device pointer, 0 for none)."""
+def pack(req: TopkRequest, nan: tuple[int, int, int] = (0, 0, 0), split: int = 1, workspace: int = 0) -> Params:
+    """The argument block for ``req`` (pointers and strides from its views); ``nan``: the NaN
+    record's (device counter, device address of its entries, call id), zeros for none; ``split``
+    CTAs per row meeting through ``workspace`` (a device pointer, 0 for none)."""
     flags = flags_of(req)
     opt = lambda v: 0 if v is None else v.ptr  # noqa: E731
     rows, width = req.x.shape
@@ -40,7 +41,7 @@ def pack(req: TopkRequest, nan_flags_ptr: int = 0, split: int = 1, workspace: in
         req.x.ptr, _u64(req.x.strides[0]), rows, width, req.k, opt(req.begin), opt(req.end), opt(req.offsets),
         req.out_idx.ptr, _u64(req.out_idx.strides[0]), opt(req.out_val),
         0 if req.out_val is None else _u64(req.out_val.strides[0]), flags, _u64(req.idx_fill),
-        fill_bits(req.val_fill, req.x.dtype), nan_flags_ptr, split, workspace,
+        fill_bits(req.val_fill, req.x.dtype), *nan, split, workspace,
     )
 
 

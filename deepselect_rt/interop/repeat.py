@@ -5,15 +5,16 @@ A call's key holds everything its checks, plan and argument block depend on: eac
 argument with its type. The first call with a key takes the whole path (eager.topk); once
 that succeeded, its launch is remembered, and a later call with the same key only allocates the
 outputs the caller did not give, reads torch's current stream and launches. Not remembered:
-host-side index arrays (their values are checked), explicit streams, nan_policy="raise" (it
-synchronises), rows split through a workspace (allocated per call), and anything but plain
-torch.Tensor objects.
+host-side index arrays (their values are checked), explicit streams, nan_policy="raise_sync"
+(it synchronises), rows split through a workspace (allocated per call), and anything but plain
+torch.Tensor objects. A remembered call still reports NaN rows that earlier calls met.
 """
 
 from __future__ import annotations
 
 import sys
 
+from .. import nan_record
 from .outputs import torch_current_stream
 
 _MAX_ENTRIES = 1024
@@ -63,6 +64,7 @@ def run(call_key, output_idx, output_val):
         return None
     if entry is None:
         return None
+    nan_record.raise_pending(("cuda", entry.device.index))
     torch = sys.modules["torch"]
     idx, val = output_idx, output_val
     idx_ptr = val_ptr = 0

@@ -26,10 +26,10 @@ _SOURCES = {"cuda": (".cu", "ds_"), "ascend": (".cpp", "ds_npu_")}
 
 
 def flags_of(req) -> int:
-    """The flag bits of a ``request.TopkRequest``. nan_policy="raise" sets none: the kernel
-    sees a NaN record pointer instead."""
+    """The flag bits of a ``request.TopkRequest``. Every policy but "propagate" writes the
+    sentinel into NaN rows; the raising ones also pass the kernel a NaN record."""
     flags = F_SORTED * req.sorted | F_IDX64 * (req.index_dtype == "int64")
-    flags |= F_VALUES * req.return_value | F_NAN_SENTINEL * (req.nan_policy == "sentinel")
+    flags |= F_VALUES * req.return_value | F_NAN_SENTINEL * (req.nan_policy != "propagate")
     for view, bit in ((req.begin, F_BEGIN64), (req.end, F_END64), (req.offsets, F_OFF64)):
         if view is not None and view.dtype == "int64":
             flags |= bit

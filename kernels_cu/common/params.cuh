@@ -19,7 +19,9 @@ struct Params {
     i64 flags;              // DS_F_* below
     i64 idx_fill;
     u64 val_fill_bits;      // the fill value's bit pattern in the input dtype
-    int* nan_flags;         // (rows,) set to 1 for rows holding NaN, or null
+    u32* nan_head;          // device counter of the NaN record (row/nan_record.cuh), or null
+    u32* nan_entries;       // its ring of entries, in mapped pinned host memory
+    i64 nan_call;           // the call id written with each entry
     i64 split;              // CTAs per row (split rows), else 1
     void* workspace;        // (rows, split, k) composites between split launches, or null
 };

@@ -73,7 +73,7 @@ __device__ void write_by_column(const Params& p, const u64* buf, u32 count, u64 
     const u32 m = slot_ranks<NT, 1>(mine, before, bases);
     bases[threadIdx.x] = before[0];
 
-    if (has_nan && p.nan_flags && threadIdx.x == 0) p.nan_flags[row] = 1;
+    if (has_nan && threadIdx.x == 0) record_nan(p, row);
     const RowOut out = row_out(p, row, xrow, has_nan);
     __syncthreads();
     for (u32 i = threadIdx.x; i < count; i += NT) {

@@ -3,6 +3,7 @@
 #pragma once
 #include "common/keys.cuh"
 #include "common/params.cuh"
+#include "row/nan_record.cuh"
 
 #define DS_NAN_SENTINEL_INDEX 0x3F3F3F3F
 

@@ -11,7 +11,7 @@ __device__ __forceinline__ void sort_and_write(const Params& p, u64* buf, u32 m,
                                                bool has_nan) {
     bitonic_sort_desc<NT, KMAX>(buf, m, p.flags & DS_F_SORTED);
 
-    if (has_nan && p.nan_flags && threadIdx.x == 0) p.nan_flags[row] = 1;
+    if (has_nan && threadIdx.x == 0) record_nan(p, row);
     const RowOut out = row_out(p, row, xrow, has_nan);
     for (u32 i = threadIdx.x; i < k; i += NT) {
         const bool valid = i < m;
