@@ -50,7 +50,9 @@ def _x(rows, width, nan_rows, dtype="float32", seed=0):
 def test_default_call_does_not_block_and_reports_at_the_next_call():
     torch = torch_cuda()
     x = _x(8, 4096, [2, 5])
-    torch.cuda._sleep(50_000_000)  # keep the stream busy: the call must return before the GPU runs it
+    deepselect_rt.topk(x, 16, nan_policy="sentinel")  # kernels compiled and loaded beforehand
+    torch.cuda.synchronize()
+    torch.cuda._sleep(200_000_000)  # keep the stream busy: the call must return before the GPU runs it
     _, idx = deepselect_rt.topk(x, 16)
     assert not deepselect_rt.nan_record.raise_pending(("cuda", 0))  # nothing visible yet, and no wait
     torch.cuda.synchronize()
@@ -142,6 +144,9 @@ def test_compat_default_does_not_block():
     import deepselect_rt.compat as deep_select
 
     x = _x(4, 2048, [3])
-    torch.cuda._sleep(50_000_000)
+    deep_select.topk(x, 8, abort_when_nan_found=False)
+    torch.cuda.synchronize()
+    torch.cuda._sleep(200_000_000)
     deep_select.topk(x, 8)  # abort_when_nan_found=True: returns before the GPU has run it
+    assert not deepselect_rt.nan_record.raise_pending(("cuda", 0))
     assert _reported() == [3]
