@@ -1,4 +1,4 @@
-"""The fast path of repeated torch calls (deepselect_rt/fast_path.py, issue 6) on the GPU:
+"""The fast path of repeated torch calls (deepselect_rt/interop/repeat.py) on the GPU:
 remembered calls stay exact, allocate fresh outputs, keep every argument check, follow torch's
 current stream and the plan changes of forced_split. Run with ``pytest -m gpu``."""
 
