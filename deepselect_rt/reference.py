@@ -141,7 +141,7 @@ def topk(x: np.ndarray, k: int, *, begin=None, end=None, offsets=None, index_dty
          idx_fill=2**31 - 1, val_fill=float("-inf"), out_idx=None, out_val=None):
     """Exact top-k of each row of ``x``; returns ``(values or None, indices)``.
 
-    Arguments (already validated by ``api.py``; only cheap sanity checks here):
+    Arguments (already validated by ``eager.py``; only cheap sanity checks here):
 
     - ``x``: ``(rows, width)`` float32, float16 or ``ml_dtypes.bfloat16``, any strides.
     - ``k``: ``>= 0``; ``k > width`` is allowed (every row short).

@@ -1,7 +1,7 @@
 """The Ascend kernel on an NPU, bit for bit against deepselect_rt.reference (marker ``npu``).
 
 Skipped unless an Ascend device, CANN with aclrtc or bisheng, acl and torch_npu are all present
-(``deepselect_rt.ascend.probe``). Run with ``python -m pytest -m npu tests/test_ascend_npu.py``.
+(``deepselect_rt.ascend.driver.detect``). Run with ``python -m pytest -m npu tests/test_ascend_npu.py``.
 """
 
 from __future__ import annotations

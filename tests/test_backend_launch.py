@@ -1,5 +1,5 @@
 """The CUDA backend's launch logic on the CPU, with the driver calls replaced: what ``run``
-launches, and the repeat launch it returns for fast_path.py (other streams and output pointers,
+launches, and the repeat launch it returns for interop/repeat.py (other streams and output pointers,
 invalidated by forced_split and forget_plans, absent where a call needs the whole path). The real launches are
 covered by the GPU tests."""
 

@@ -207,7 +207,7 @@ def test_results_round_trip(tmp_path):
     bench.save_json(path, results, host, {"gpu": "NVIDIA H200"})
     again, host2, meta = bench.load_json(path)
     assert [r.as_dict() for r in again] == dicts and host2 == host and meta["gpu"] == "NVIDIA H200"
-    old = tmp_path / "old.json"  # tools/bench.py's earlier format: a bare list, no peers
+    old = tmp_path / "old.json"  # the older format: a bare list, no peers
     old.write_text(json.dumps([{k: v for k, v in dicts[0].items() if k not in ("peers", "elements")}]))
     assert bench.load_json(old)[0][0].case == results[0].case
     bad = tmp_path / "bad.json"

@@ -1,4 +1,4 @@
-"""`deepselect-rt check` and the shipped real inputs (deepselect_rt/samples/, sample_data.py).
+"""`deepselect-rt check` and the shipped real inputs (deepselect_rt/samples/, bench/samples.py).
 
 CPU tests run everywhere; the GPU test (marker gpu) runs `check` end to end on a GPU machine.
 """

@@ -1,4 +1,4 @@
-"""Framework integration on the GPU (issue 6): CUDA graphs, streams, torch.compile, CuPy and JAX
+"""Framework integration on the GPU: CUDA graphs, streams, torch.compile, CuPy and JAX
 round trips. Every result is checked against the NumPy reference. Run with ``pytest -m gpu``."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Rows split over several CTAs (issue 5): the cluster radix select and the streaming kernel's
+"""Rows split over several CTAs: the cluster radix select and the streaming kernel's
 thread-block clusters (sm_90+), and the workspace + merge launch (every GPU), forced through
 ``backend.forced_split`` and compared bit for bit with the NumPy reference, plus the automatic
 rule around its switch points.

@@ -1,4 +1,5 @@
-"""The CUDA kernels against the NumPy reference, bit for bit (issue 4's grid, sampled).
+"""The CUDA kernels against the NumPy reference, bit for bit, on a sample of shapes, k, dtypes,
+flags and row distributions.
 
 Run on a GPU machine: ``pytest -m gpu``. Skips without CUDA.
 """

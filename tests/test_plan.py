@@ -39,7 +39,7 @@ def test_split_factor_is_the_largest_allowed_power_of_two(rows, width, k, sms):
 
 
 def test_split_factor_on_the_measured_h200_crossover():
-    # The best split of tools/tune_split.py on the H200 (docs/benchmarks.md).
+    # The splits that measured fastest on an H200 (132 SMs) for these shapes.
     assert P.split_factor(1, 1 << 20, 2048, 132) == 16
     assert P.split_factor(8, 1 << 20, 512, 132) == 8
     assert P.split_factor(16, 131072, 512, 132) == 4
@@ -132,7 +132,7 @@ def test_row_vectors_counts_the_partial_end_vectors():
 
 
 def test_radix_split_for_the_decode_shapes_of_issue_5():
-    # The best of tools/tune_split.py's grid on the H200 (docs/benchmarks.md).
+    # The plans that measured fastest on an H200 (132 SMs) for these decode shapes.
     bf = lambda width: P.row_vectors("bfloat16", width)  # noqa: E731  (aligned rows)
     assert P.radix_split(1, bf(131072), 512, "bfloat16", 132) == 16
     assert P.radix_tier("bfloat16", bf(131072), 16) == (1024, 1)

@@ -1,5 +1,5 @@
-"""What the fast path of repeated calls (deepselect_rt/fast_path.py) refuses to remember, on the
-CPU; tests/test_gpu_fast_path.py covers remembered calls on the GPU."""
+"""What the fast path of repeated calls (deepselect_rt/interop/repeat.py) refuses to remember, on
+the CPU; tests/test_gpu_repeat.py covers remembered calls on the GPU."""
 
 from __future__ import annotations
 

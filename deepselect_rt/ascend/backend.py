@@ -21,7 +21,7 @@ from .variants import stream_variant
 
 
 def _stream(req: TopkRequest) -> int:
-    # api.py resolves no default stream for NPU tensors (it passes 0): torch_npu's current stream
+    # eager.py resolves no default stream for NPU tensors (it passes 0): torch_npu's current stream
     # on the tensor's device is the one the caller's pending work is on.
     if req.stream:
         return req.stream

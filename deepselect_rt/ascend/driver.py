@@ -103,8 +103,9 @@ def detect(dev_dir: Path | str | None = None, environ=None,
            import_module=importlib.import_module) -> AscendStack:
     """Look for every piece (see the module docstring); never raises.
 
-    dev_dir: where device nodes live (default ``DEV_DIR``, read at call time). environ: the environment (default ``os.environ``).
-    import_module: how modules are imported (``importlib.import_module``).
+    dev_dir: where device nodes live (default ``DEV_DIR``, read at call time). environ: the
+    environment (default ``os.environ``). import_module: how modules are imported
+    (``importlib.import_module``).
     """
     environ = os.environ if environ is None else environ
     dev_dir = Path(dev_dir if dev_dir is not None else DEV_DIR)

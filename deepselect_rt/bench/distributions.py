@@ -1,5 +1,5 @@
 """Row distributions used by the tests, `check` and `bench`: the ordinary case and the skewed
-ones that must be neither wrong nor much slower (performance.md, issue 4's test grid).
+ones that must be neither wrong nor much slower (docs/performance.md, tests/test_gpu_topk.py).
 
 Every generator returns a ``(rows, width)`` NumPy array of the requested dtype, deterministic
 for a given seed.

@@ -210,10 +210,11 @@ def run(req: TopkRequest):
 
     Returns ``again(stream, out_idx=0, out_val=0) -> bool``, the same launch repeated on
     ``stream`` with other output pointers when given (same shapes and strides; False, launching
-    nothing, once forced_split has changed the plans), for interop/repeat.py; or None when a call like
-    ``req`` needs the whole path every time (nan_policy="raise_sync" synchronises, a workspace
-    split allocates). Under nan_policy="raise" NaN rows are recorded (``nan_record.py``) and
-    reported by a later call; "raise_sync" waits for the stream and raises NaNInputError now.
+    nothing, once forced_split or forget_plans has changed the plans), for interop/repeat.py; or
+    None when a call like ``req`` needs the whole path every time (nan_policy="raise_sync"
+    synchronises, a workspace split allocates). Under nan_policy="raise" NaN rows are recorded
+    (``nan_record.py``) and reported by a later call; "raise_sync" waits for the stream and
+    raises NaNInputError now.
     """
     with on_device(req.x.device_id):
         ready = _ready_for(req)

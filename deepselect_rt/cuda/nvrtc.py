@@ -133,7 +133,7 @@ def compile_cubin(variant: KernelSpec, arch: str, source_dir: Path | None = None
 
     source_dir: the kernels folder (default: the shipped one). extra_options: NVRTC options
     appended for this compile alone, for diagnostics (``--ptxas-options=-v`` puts registers and
-    spills in the log: tools/ptxas_usage.py); the kernel cache never passes any. Raises
+    spills in the log); the kernel cache never passes any. Raises
     CompileError (with the NVRTC log, the variant and the options) when the source is missing or
     does not compile, ValueError for an unknown arch, BackendUnavailableError when NVRTC is not
     installed.

@@ -43,18 +43,14 @@ RADIX_KEYED_VECTORS = 2
 
 # The most CTAs a row is split over: the largest (non-portable) cluster of the H100/H200.
 MAX_SPLIT = 16
-# Elements each CTA of a split row gets at least: max(MIN_SLICE, SLICE_PER_K * k). The H200
-# crossover (docs/benchmarks.md, tools/tune_split.py): below that the merge costs more than the
-# split saves.
+# Elements each CTA of a split row gets at least: max(MIN_SLICE, SLICE_PER_K * k). Below that
+# the merge costs more than the split saves (the crossover measured on an H200).
 MIN_SLICE = 8192
 SLICE_PER_K = 8
 # Rows only the radix select's largest tier (64 elements a thread) holds at a cluster of the
-# half-SM rule take this split while it fits one CTA an SM: on the H200 it beat the streaming
-# kernel at 16 CTAs a row (1 x 1M bf16: 33 vs 46 us at k = 512, 42 vs 86 us at k = 2048), and
-# with candidates compacted 6 x 1M ran in 28-30 us against the streaming kernel's 52-85, and
-# 8 x 1M (8 clusters of 16, of which an H200 holds 7 at once) in 50-55 against 51-88. (At 2
-# CTAs a row it lost before the compaction, 32 x 128K: 49 vs 36 us; since, radix_split's
-# clusters of two win there.)
+# half-SM rule take this split while it fits one CTA an SM: there the cluster radix select
+# measured faster than the streaming kernel on an H200 (1-8 rows of 1M), even where not every
+# cluster of 16 is resident at once.
 LARGEST_TIER_SPLIT = MAX_SPLIT
 
 
@@ -115,18 +111,13 @@ def few_rows_tuning(rows: int, width: int, dtype: str, k: int, limits: DeviceLim
     """Whether a batch of ``rows`` rows of ``width`` columns at one CTA a row takes the few-rows
     tuning (variants.FEW_ROWS_TUNING, 512 threads) rather than its k bucket's (STREAM_TUNING,
     256): where that runs in no more waves of CTAs (``stream_ctas_per_sm`` of each), its CTAs
-    read a row faster. H200, bf16 at k = 2048 (CUDA events, cold L2, us; the bucket's 3 CTAs an
-    SM against 2 of 512 threads): 256 x 128K 57.1 against 64.7, 512 x 128K 98.4 against 119.8,
-    256 x 64K 40.8 against 46.2, float32 512 x 129280 123.8 against 157.9; 384 x 128K 83.0
-    against 79.8 (two waves against one); 768-2048 rows level. k = 1024, 256 x 128K: 52.2
-    against 57.6; 512 x 128K 92.4 against 85.1 (two waves against one).
+    read a row faster; where it would take more waves than the bucket's tuning, the bucket's
+    tuning measured faster on an H200, and at many waves the two are level.
 
     Except rows longer than _FEW_ROWS_LONGEST at k > 512 once some SM holds two CTAs (rows >
     SMs): two 512-thread CTAs an SM read such rows little faster than one, two 256-thread CTAs
-    nearly twice as fast. H200, bf16 (docs/benchmarks.md, 2026-12-03): 256 x 1M at k = 1024
-    242 against 188 us, at k = 2048 261 against 208; 512 x 1M at k = 2048 466 against 428-430;
-    yet 132 x 1M at k = 2048 143 against 172 (one CTA an SM either way), 256 x 1M at k = 512 163
-    against 171, 256 x 256K at k = 2048 90 against 105, 200 x 512K at k = 1024 level (119)."""
+    nearly twice as fast. On an H200 the few-rows tuning still won at one CTA an SM, at
+    k <= 512 and up to 256K columns, and was level at 512K."""
     kmax = stream_bucket(k)
     if kmax is None:
         return False
@@ -184,16 +175,15 @@ def radix_tier(dtype: str, vectors: int, split: int) -> tuple[int, int] | None:
 
 def radix_split(rows: int, vectors: int, k: int, dtype: str, sm_count: int) -> int:
     """CTAs a row of the cluster radix select for rows spanning ``vectors`` 16-byte vectors, or
-    0 where it does not serve. The H200 crossover (docs/benchmarks.md, tools/tune_split.py):
-    the largest power of two <= MAX_SPLIT keeping rows x split within half the SMs (more
-    clusters than that did not run at once: 8 x 16 CTAs took twice 4 x 16's time), for rows of
-    at least two of the smallest tier's CTAs (narrower ones are unmeasured) that a tier below
-    the largest holds; rows only the largest tier (64 elements a thread) holds take
-    LARGEST_TIER_SPLIT CTAs while rows x LARGEST_TIER_SPLIT <= sm_count; past those, clusters of
-    two while rows x 2 <= sm_count (one wave): 32-66 rows of 16K-128K bf16 took 10-43 us against
-    the streaming kernel's 20-45 (graph replay; 64 x 128K: 20.9 against 35.2 at k = 512, level
-    at k = 2048); past those, one CTA a row (``one_cta_radix``) while rows <= sm_count. k beyond
-    the streaming kernel takes the any-k kernel."""
+    0 where it does not serve. Each rule is a crossover measured on an H200: the largest power
+    of two <= MAX_SPLIT keeping rows x split within half the SMs (more clusters than that did
+    not all run at once, and the time doubled), for rows of at least two of the smallest tier's
+    CTAs (narrower ones are unmeasured) that a tier below the largest holds; rows only the
+    largest tier (64 elements a thread) holds take LARGEST_TIER_SPLIT CTAs while rows x
+    LARGEST_TIER_SPLIT <= sm_count; past those, clusters of two while rows x 2 <= sm_count (one
+    wave), faster there than the streaming kernel; past those, one CTA a row
+    (``one_cta_radix``) while rows <= sm_count. k beyond the streaming kernel takes the any-k
+    kernel."""
     if k > STREAM_KMAX[-1] or vectors < RADIX_TIERS[dtype][0][0]:
         return 0
     if vectors >= 2 * RADIX_TIERS[dtype][0][0]:
@@ -224,10 +214,9 @@ def one_cta_radix(dtype: str, vectors: int, k: int) -> bool:
     streaming kernel for a row spanning ``vectors`` 16-byte vectors: where a tier of at most
     RADIX_KEYED_VECTORS vectors a thread holds it, at every k; where a prefiltered tier holds
     it, while k <= threads / 2 (the prefilter's select over the threads' maxima bounds little
-    past that). On the H200, 100 and 132 rows (graph replay): bf16 8K-16K at k = 256-4096
-    8-19 us against the streaming kernel's 14-34, 32K-64K at k <= 512 12-22 against 17-30, but
-    at k = 1024 29-42 against 21-34; float32 8K 12-17 against 13-24, 32K (512 threads) at k = 256
-    15-18 against 21-26, at 512 28-32 against 22-25; the float32 four-vector tier (16K) level."""
+    past that). Both bounds measured on an H200 at 100-132 rows of 8K-64K columns; the float32
+    tier of four vectors a thread (neither keyed nor prefiltered) was level, so it keeps the
+    streaming kernel."""
     tier = radix_tier(dtype, vectors, 1)
     if tier is None:
         return False

@@ -27,7 +27,8 @@ STREAM_TUNING = {256: (256, 2, 4, 3), 512: (256, 2, 4, 3), 1024: (256, 2, 4, 3),
 BOUNDED_ROOM_KMAX = (256, 512, 1024, 2048)
 # Batches of few rows (deepselect_rt/cuda/plan.py few_rows_tuning: those that run in no more
 # waves of CTAs at this tuning than at their bucket's): one CTA's own bandwidth bounds the time,
-# and 512 threads read a row faster; the ring's depth changed little there. With the bounded room these fit two CTAs an SM up to k = 2048.
+# and 512 threads read a row faster; the ring's depth changed little there. With the bounded
+# room these fit two CTAs an SM up to k = 2048.
 FEW_ROWS_TUNING = (512, 2, 2, 2)
 LARGE_THREADS = 512
 

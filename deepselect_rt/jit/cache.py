@@ -225,10 +225,11 @@ class KernelCache:
     """Kernel binaries by (spec, arch), from memory, disk layers or ``compiler``.
 
     compiler: a ``Compiler``, or None for a cache that is only listed, verified and pruned
-    (``resolve`` then raises ValueError). root: the writable root (default ``env.writable_cache_root()``). read_only: read-only
-    roots searched first, in order (default: the wheel's pre-built cache, then
-    ``DEEPSELECT_RT_CACHE_PATH``). max_bytes: size cap of the writable root, pruned least
-    recently used first after each write (default ``DEEPSELECT_RT_CACHE_MAX_BYTES``, else none).
+    (``resolve`` then raises ValueError). root: the writable root (default
+    ``env.writable_cache_root()``). read_only: read-only roots searched first, in order
+    (default: the wheel's pre-built cache, then ``DEEPSELECT_RT_CACHE_PATH``). max_bytes: size
+    cap of the writable root, pruned least recently used first after each write (default
+    ``DEEPSELECT_RT_CACHE_MAX_BYTES``, else none).
     source_dir: the kernels folder (default: the compiler's shipped one, looked up per call).
     Thread-safe; many processes may share one root.
     """

@@ -1,10 +1,11 @@
 """Ahead-of-time compilation of the kernel set into a cache root (``deepselect-rt warmup``).
 
-Each (kernel spec, arch, compiler) is one task; tasks run in worker processes (NVRTC compiles are CPU-bound and
-single-threaded) that share the cache root through its per-key locks and atomic writes. With an
-explicit arch list no GPU or driver is needed (the backends say which tasks an arch needs:
-``cuda.variants.default_variants``, ``ascend.variants.default_variants``); ``--into DIR`` fills DIR as a cache root, which is
-how the wheel's ``cache/`` folder and container images get their pre-built cubins.
+Each (kernel spec, arch, compiler) is one task; tasks run in worker processes (NVRTC compiles
+are CPU-bound and single-threaded) that share the cache root through its per-key locks and
+atomic writes. With an explicit arch list no GPU or driver is needed (the backends say which
+tasks an arch needs: ``cuda.variants.default_variants``, ``ascend.variants.default_variants``);
+``--into DIR`` fills DIR as a cache root, which is how the wheel's ``cache/`` folder and
+container images get their pre-built cubins.
 """
 
 from __future__ import annotations
