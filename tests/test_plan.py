@@ -131,7 +131,7 @@ def test_row_vectors_counts_the_partial_end_vectors():
     assert P.row_vectors("float32", 8, ptr=12, row_stride=4) == 3
 
 
-def test_radix_split_for_the_decode_shapes_of_issue_5():
+def test_radix_split_for_the_decode_shapes():
     # The plans that measured fastest on an H200 (132 SMs) for these decode shapes.
     bf = lambda width: P.row_vectors("bfloat16", width)  # noqa: E731  (aligned rows)
     assert P.radix_split(1, bf(131072), 512, "bfloat16", 132) == 16
