@@ -130,13 +130,15 @@ class Result:
 
 @dataclass(frozen=True)
 class HostOverhead:
-    """Wall time per call (us) over ``calls`` back-to-back calls on a tiny input with preallocated
-    outputs, GPU not the bottleneck: what the Python layer costs."""
+    """Wall time per call (us) over ``calls`` back-to-back calls on a small input, GPU not the
+    bottleneck: what the Python layer costs. ``ours_us`` and ``torch_us``: with preallocated
+    outputs; ``by_call``: every call measured (label -> us), frameworks and defaults included."""
 
     shape: str
     calls: int
     ours_us: float
     torch_us: float
+    by_call: dict = field(default_factory=dict)
 
 
 # -- the cases ----------------------------------------------------------------------------------

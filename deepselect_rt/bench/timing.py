@@ -210,20 +210,44 @@ def per_call_us(fn, calls: int, burst: int = 25) -> float:
 
 
 def host_overhead(calls: int = HOST_CALLS) -> HostOverhead:
-    """Host time per call (``per_call_us``) of ours and torch.topk over ``calls`` calls on a
-    1 x 1024 float32 input, k = 8, outputs preallocated."""
+    """Host time per call (``per_call_us``) over ``calls`` calls on a 4 x 4096 bfloat16 input,
+    k = 16: ours with the defaults, with nan_policy="sentinel", with caller buffers, from CuPy
+    and JAX arrays where those have a GPU, beside torch.topk (allocating and with ``out=``) and
+    jax.jit(jax.lax.top_k)."""
     import torch
 
     import deepselect_rt
 
-    rows, width, k = 1, 1024, 8
-    x = torch.randn(rows, width, device="cuda")
+    rows, width, k = 4, 4096, 16
+    x = torch.randn(rows, width, device="cuda").to(torch.bfloat16)
     idx = torch.empty(rows, k, dtype=torch.int64, device="cuda")
-    val = torch.empty(rows, k, device="cuda")
+    val = torch.empty(rows, k, dtype=x.dtype, device="cuda")
+    topk = deepselect_rt.topk
+    calls_ = {
+        "ours, defaults": lambda: topk(x, k),
+        "ours, nan_policy='sentinel'": lambda: topk(x, k, nan_policy="sentinel"),
+        "ours, caller buffers": lambda: topk(x, k, output_idx=idx, output_val=val),
+        "torch.topk": lambda: torch.topk(x, k, dim=1, sorted=False),
+        "torch.topk, out=": lambda: torch.topk(x, k, dim=1, sorted=False, out=(val, idx)),
+    }
+    try:
+        import cupy
 
-    ours = per_call_us(lambda: deepselect_rt.topk(x, k, output_idx=idx, output_val=val, nan_policy="sentinel"), calls)
-    ref = per_call_us(lambda: torch.topk(x, k, dim=1, sorted=False, out=(val, idx)), calls)
-    return HostOverhead(f"float32 {rows}x{width} k={k}", calls, ours, ref)
+        xc = cupy.from_dlpack(x)
+        calls_["ours, CuPy array"] = lambda: topk(xc, k)
+    except Exception:  # noqa: BLE001  no CuPy with a GPU here: the row is left out
+        pass
+    if jax_available():
+        import jax
+
+        xj = jax.dlpack.from_dlpack(x)
+        top_k = jax.jit(lambda a: jax.lax.top_k(a, k))
+        jax.block_until_ready(top_k(xj))
+        calls_["ours, JAX array (int32 indices)"] = lambda: topk(xj, k, indices_type="int32")
+        calls_["jax.jit(jax.lax.top_k)"] = lambda: top_k(xj)
+    by_call = {label: per_call_us(fn, calls) for label, fn in calls_.items()}
+    return HostOverhead(f"bfloat16 {rows}x{width} k={k}", calls, by_call["ours, caller buffers"],
+                        by_call["torch.topk, out="], by_call)
 
 
 __all__ = ["require_gpu", "event_us", "time_events", "time_graph", "time_wall", "case_input", "torch_dtype", "jax_available",

@@ -32,7 +32,7 @@ def register(subparsers) -> None:
     grid.add_argument("--dist", action="append", metavar="NAME",
                       help="input distribution(s) instead of randn (see deepselect_rt.bench.distributions)")
     grid.add_argument("--host", action="store_true",
-                      help="also measure host overhead per call (10,000 calls, tiny input)")
+                      help="also measure host time per call: ours (defaults, sentinel, caller buffers, CuPy, JAX), torch.topk, jax.jit(jax.lax.top_k)")
     p.add_argument("--json", metavar="FILE", help="write the results (with date, GPU, driver, commit)")
     p.add_argument("--plot", metavar="FILE.png", help="draw TB/s against width, one panel per row count")
     p.add_argument("--from-json", metavar="FILE", help="print (and --plot) a saved run; no GPU needed")
@@ -191,7 +191,12 @@ def _report(out, results, host, meta, plot_path) -> None:
     for r in results:
         for name, why in r.peer_errors.items():
             out.print(f"{name} failed on {r.case.label()}: {why}", markup=False)
-    if host is not None:
+    if host is not None and host.by_call:
+        table = Table("call", "host us per call", title=f"host time per call ({host.shape}, {host.calls} calls)")
+        for label, us in host.by_call.items():
+            table.add_row(label, f"{us:.1f}")
+        out.print(table)
+    elif host is not None:
         out.print(f"host overhead per call ({host.shape}, {host.calls} calls, outputs preallocated): "
                   f"ours {host.ours_us:.1f} us, torch.topk {host.torch_us:.1f} us", markup=False)
     if plot_path and results:
