@@ -113,15 +113,15 @@ def test_archs_give_different_cubins(compiled):
 
 # -- arch names ---------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("spelling, arch", [
+@pytest.mark.parametrize("spelling, name", [
     ("sm_90a", "sm_90a"), ("90a", "sm_90a"), ("sm90a", "sm_90a"), ("SM_90A", "sm_90a"),
     ("9.0", "sm_90a"), ("sm_90", "sm_90a"), ("90", "sm_90a"), (" sm_80 ", "sm_80"),
     ("8.6", "sm_86"), ("89", "sm_89"), ("10.0", "sm_100a"), ("sm_100a", "sm_100a"),
     ("103a", "sm_103a"), ("10.3", "sm_103a"), ("sm_120", "sm_120"), ("12.0", "sm_120"),
     ("8.7", "sm_86"), ("12.1", "sm_120"),
 ])
-def test_normalise_arch(spelling, arch):
-    assert arch.normalise_arch(spelling) == arch
+def test_normalise_arch(spelling, name):
+    assert arch.normalise_arch(spelling) == name
 
 
 @pytest.mark.parametrize("bad", ["sm_75", "7.5", "sm_99", "sm_100f", "sm_91a", "compute_90",

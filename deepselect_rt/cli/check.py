@@ -112,7 +112,8 @@ def edge_cases() -> list[Case]:
                   value_oob_fill_value=0.0)),
         Case("NaN policy sentinel", nan, 512, dict(end=nan_end, nan_policy="sentinel")),
         Case("NaN policy propagate", nan, 512, dict(end=nan_end, nan_policy="propagate", sorted=True)),
-        Case("NaN policy raise", nan, 512, dict(end=nan_end)),
+        Case("NaN policy raise (reported by check_nan)", nan, 512, dict(end=nan_end)),
+        Case("NaN policy raise_sync", nan, 512, dict(end=nan_end, nan_policy="raise_sync")),
         Case("ties: few distinct values", make("few_distinct", 4, 70001, "float16", seed=4), 2048, dict(sorted=True)),
         Case("ties: all equal", make("all_equal", 4, 20000, "bfloat16"), 512, {}),
         Case("-0.0 and +0.0", make("signed_zeros", 4, 30000, "float32", seed=5), 1024, dict(sorted=True)),
@@ -186,7 +187,12 @@ def reference_result(case: Case):
     """``topk`` of the case on NumPy arrays: the reference backend."""
     import deepselect_rt
 
-    return _call(lambda: deepselect_rt.topk(case.host_input, case.k, **case.kwargs))
+    def run():
+        out = deepselect_rt.topk(case.host_input, case.k, **case.kwargs)
+        deepselect_rt.check_nan()  # the default "raise" reports NaN rows here
+        return out
+
+    return _call(run)
 
 
 def brute_force_topk(x: np.ndarray, k: int, *, end=None, sorted=False, indices_type="int64",
@@ -313,6 +319,7 @@ def device_result(tensors, case: Case):
     def run():
         out = deepselect_rt.topk(x, k, **kw)
         tensors.synchronize()
+        deepselect_rt.check_nan()  # the default "raise" reports NaN rows here, without blocking the call
         return out
 
     raw = _call(run)
