@@ -101,3 +101,26 @@ def test_forced_split_changes_a_remembered_plan(monkeypatch):
         _, idx = deepselect_rt.topk(x, 512, nan_policy="sentinel")
     assert clusters == [4, 4]
     np.testing.assert_array_equal(to_host(idx), _want(x, 512)[1])
+
+
+def test_cupy_calls_are_remembered_and_exact():
+    """CuPy arrays take the same fast path: fresh CuPy outputs, CuPy's current stream, exact
+    results, and a new array at the same address with another shape takes the whole path."""
+    cupy = pytest.importorskip("cupy")
+    x = cupy.random.standard_normal((64, 5000), dtype=cupy.float32)
+    want = deepselect_rt.topk(cupy.asnumpy(x), 32, nan_policy="sentinel")[1]
+    first = deepselect_rt.topk(x, 32, nan_policy="sentinel")[1]
+    assert len(fast_path._entries) == 1
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with stream:
+        again = deepselect_rt.topk(x, 32, nan_policy="sentinel")[1]
+    stream.synchronize()
+    assert type(again) is cupy.ndarray and again.data.ptr != first.data.ptr
+    np.testing.assert_array_equal(cupy.asnumpy(first), want)
+    np.testing.assert_array_equal(cupy.asnumpy(again), want)
+    ptr = x.data.ptr
+    del x, first, again
+    y = cupy.random.standard_normal((32, 5000), dtype=cupy.float32)
+    if y.data.ptr == ptr:  # the pool handed the same memory out again: a different key
+        np.testing.assert_array_equal(cupy.asnumpy(deepselect_rt.topk(y, 32, nan_policy="sentinel")[1]),
+                                      deepselect_rt.topk(cupy.asnumpy(y), 32, nan_policy="sentinel")[1])

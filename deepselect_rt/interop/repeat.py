@@ -1,13 +1,15 @@
-"""Repeated torch calls on CUDA skip the checks and the plan.
+"""Repeated calls on CUDA arrays skip the checks and the plan, for torch tensors and CuPy arrays.
 
-A call's key holds everything its checks, plan and argument block depend on: each tensor's
-(data pointer, shape, strides, dtype, device, lazy negation, requires_grad) and every other
-argument with its type. The first call with a key takes the whole path (eager.topk); once
-that succeeded, its launch is remembered, and a later call with the same key only allocates the
-outputs the caller did not give, reads torch's current stream and launches. Not remembered:
-host-side index arrays (their values are checked), explicit streams, nan_policy="raise_sync"
-(it synchronises), rows split through a workspace (allocated per call), and anything but plain
-torch.Tensor objects. A remembered call still reports NaN rows that earlier calls met.
+A call's key holds everything its checks, plan and argument block depend on: each array's
+(data pointer, shape, strides, dtype, device, and for torch lazy negation and requires_grad)
+and every other argument with its type. The first call with a key takes the whole path
+(eager.topk); once that succeeded, its launch is remembered, and a later call with the same key
+only allocates the outputs the caller did not give (in the caller's framework), reads that
+framework's current stream and launches. Not remembered: host-side index arrays (their values
+are checked), explicit streams, nan_policy="raise_sync" (it synchronises), rows split through a
+workspace (allocated per call), arrays of other frameworks (JAX: its arrays are immutable and
+its pending work is ordered by the DLPack export), and mixed frameworks. A remembered call
+still reports NaN rows that earlier calls met.
 """
 
 from __future__ import annotations
@@ -21,38 +23,107 @@ _MAX_ENTRIES = 1024
 _entries: dict = {}
 
 
+class _Torch:
+    """torch tensors on CUDA: keyed by their attributes, outputs from torch's caching allocator."""
+
+    def __init__(self, torch):
+        self.torch = torch
+
+    def key(self, t):
+        if type(t) is not self.torch.Tensor or not t.is_cuda:
+            return None
+        return t.data_ptr(), t.shape, t.stride(), t.dtype, t.get_device(), t.is_neg(), t.requires_grad
+
+    @staticmethod
+    def device(t):
+        return t.device
+
+    def empty(self, shape, dtype, device):
+        out = self.torch.empty(shape, dtype=dtype, device=device)
+        return out, out.data_ptr()
+
+    @staticmethod
+    def stream(device) -> int:
+        return torch_current_stream(device.index)
+
+    @staticmethod
+    def ordinal(device) -> int:
+        return device.index
+
+
+class _Cupy:
+    """CuPy arrays: keyed by their attributes, outputs from CuPy's memory pool."""
+
+    def __init__(self, cupy):
+        self.cupy = cupy
+
+    def key(self, a):
+        if type(a) is not self.cupy.ndarray:
+            return None
+        return a.data.ptr, a.shape, a.strides, a.dtype, a.device.id
+
+    @staticmethod
+    def device(a):
+        return a.device
+
+    def empty(self, shape, dtype, device):
+        with device:
+            out = self.cupy.empty(shape, dtype)
+        return out, out.data.ptr
+
+    def stream(self, device) -> int:
+        with device:
+            return self.cupy.cuda.get_current_stream().ptr
+
+    @staticmethod
+    def ordinal(device) -> int:
+        return device.id
+
+
+_adapters: dict = {}
+
+
+def _adapter(obj):
+    """The adapter of ``obj``'s framework when it is one the memo serves, else None."""
+    name = type(obj).__module__.partition(".")[0]
+    adapter = _adapters.get(name)
+    if adapter is None and name in ("torch", "cupy") and name in sys.modules:
+        adapter = _adapters[name] = (_Torch if name == "torch" else _Cupy)(sys.modules[name])
+    return adapter
+
+
 class _Entry:
-    __slots__ = ("again", "shape", "device", "idx_dtype", "val_dtype")
+    __slots__ = ("again", "adapter", "shape", "device", "idx_dtype", "val_dtype")
 
-    def __init__(self, again, shape, device, idx_dtype, val_dtype):
+    def __init__(self, again, adapter, shape, device, idx_dtype, val_dtype):
         self.again = again              # what the backend's run returned
+        self.adapter = adapter          # the input's framework
         self.shape = shape              # (rows, k) of the outputs
-        self.device = device            # torch.device of the input
-        self.idx_dtype = idx_dtype      # torch dtype to allocate indices in, or None (caller's)
-        self.val_dtype = val_dtype      # torch dtype to allocate values in, or None (caller's, or none)
-
-
-def _tensor_key(t):
-    return t.data_ptr(), t.shape, t.stride(), t.dtype, t.get_device(), t.is_neg(), t.requires_grad
+        self.device = device            # the framework's device object of the input
+        self.idx_dtype = idx_dtype      # framework dtype to allocate indices in, or None (caller's)
+        self.val_dtype = val_dtype      # framework dtype to allocate values in, or None (caller's, or none)
 
 
 def key(input, k, sorted, begin, end, indices_type, sorted_index, output_idx, output_val, offsets,
         idx_fill, val_fill, return_value, abort_when_nan_found, nan_policy, stream):
     """The memo key of a call, or None when the call is not one the memo serves."""
-    torch = sys.modules.get("torch")
-    if torch is None or stream is not None or type(input) is not torch.Tensor or not input.is_cuda:
+    if stream is not None:
         return None
-    tensors = [_tensor_key(input)]
-    for t in (begin, end, offsets, output_idx, output_val):
+    adapter = _adapter(input)
+    if adapter is None:
+        return None
+    arrays = []
+    for t in (input, begin, end, offsets, output_idx, output_val):
         if t is None:
-            tensors.append(None)
-        elif type(t) is torch.Tensor and t.is_cuda:
-            tensors.append(_tensor_key(t))
-        else:
+            arrays.append(None)
+            continue
+        t_key = adapter.key(t)
+        if t_key is None:
             return None
+        arrays.append(t_key)
     scalars = (k, sorted, indices_type, sorted_index, idx_fill, val_fill, return_value, abort_when_nan_found,
                nan_policy)
-    return (*tensors, scalars, tuple(map(type, scalars)))
+    return (*arrays, scalars, tuple(map(type, scalars)))
 
 
 def run(call_key, output_idx, output_val):
@@ -64,17 +135,15 @@ def run(call_key, output_idx, output_val):
         return None
     if entry is None:
         return None
-    nan_record.raise_pending(("cuda", entry.device.index))
-    torch = sys.modules["torch"]
+    adapter, device = entry.adapter, entry.device
+    nan_record.raise_pending(("cuda", adapter.ordinal(device)))
     idx, val = output_idx, output_val
     idx_ptr = val_ptr = 0
     if entry.idx_dtype is not None:
-        idx = torch.empty(entry.shape, dtype=entry.idx_dtype, device=entry.device)
-        idx_ptr = idx.data_ptr()
+        idx, idx_ptr = adapter.empty(entry.shape, entry.idx_dtype, device)
     if entry.val_dtype is not None:
-        val = torch.empty(entry.shape, dtype=entry.val_dtype, device=entry.device)
-        val_ptr = val.data_ptr()
-    if not entry.again(torch_current_stream(entry.device.index), idx_ptr, val_ptr):
+        val, val_ptr = adapter.empty(entry.shape, entry.val_dtype, device)
+    if not entry.again(adapter.stream(device), idx_ptr, val_ptr):
         del _entries[call_key]
         return None
     return val, idx  # val is None without values: output_val must then be None too
@@ -83,10 +152,14 @@ def run(call_key, output_idx, output_val):
 def remember(call_key, again, x, out_idx, out_val, allocated_idx: bool, allocated_val: bool) -> None:
     """Remember a call that took the whole path and launched with ``again`` (the CUDA backend's
     ``run`` result); ``allocated_*``: whether its outputs were allocated by us."""
+    adapter = _adapter(x)
+    if adapter is None or (allocated_idx and _adapter(out_idx) is not adapter):
+        return
     if len(_entries) >= _MAX_ENTRIES:
         _entries.clear()
     try:
-        _entries[call_key] = _Entry(again, tuple(out_idx.shape), x.device, out_idx.dtype if allocated_idx else None,
+        _entries[call_key] = _Entry(again, adapter, tuple(out_idx.shape), adapter.device(x),
+                                    out_idx.dtype if allocated_idx else None,
                                     out_val.dtype if allocated_val else None)
     except TypeError:  # an unhashable argument
         pass
