@@ -243,3 +243,25 @@ def test_extra_options_reach_nvrtc_and_the_result():
     assert f"Compiling entry function '{PROBE.entry}'" in verbose.log and "Used " in verbose.log
     assert verbose.options == (*quiet.options, "--ptxas-options=-v")
     assert_cubin_for(verbose.cubin, "sm_90a", PROBE.entry)
+
+
+def test_ptx_arch_compiles_to_ptx_text():
+    """compute_80 gives PTX (NUL-terminated), which the driver compiles at load time: how the
+    sm_80 code paths run on a newer GPU (DEEPSELECT_RT_ARCH)."""
+    assert arch.normalise_arch(" compute_80 ") == "compute_80"
+    result = nvrtc.compile_cubin(PROBE, "compute_80")
+    assert result.cubin.startswith(b"//") and result.cubin.endswith(b"\0") and b".target sm_80" in result.cubin
+
+
+def test_arch_override_caps_the_limits(monkeypatch):
+    """DEEPSELECT_RT_ARCH runs an older arch's kernels with that arch's limits: no clusters
+    before sm_90, sm_80's 163 KiB of shared memory a CTA; a newer arch than the GPU's is refused."""
+    info = arch.DeviceInfo(0, "H100", (9, 0), "sm_90a", 132, 227 * 1024, 228 * 1024, True, 80 << 30)
+    monkeypatch.setattr(arch, "device_info", lambda ordinal: info)
+    monkeypatch.delenv("DEEPSELECT_RT_ARCH", raising=False)
+    assert arch.run_arch(0) == "sm_90a" and arch.run_limits(0) == (227 * 1024, True)
+    monkeypatch.setenv("DEEPSELECT_RT_ARCH", "compute_80")
+    assert arch.run_arch(0) == "compute_80" and arch.run_limits(0) == (163 * 1024, False)
+    monkeypatch.setenv("DEEPSELECT_RT_ARCH", "sm_100a")
+    with pytest.raises(ValueError, match="newer than device 0"):
+        arch.run_arch(0)

@@ -13,6 +13,8 @@ import threading
 from dataclasses import dataclass
 
 from ..errors import BackendUnavailableError
+from ..jit import env
+from ..jit.spec import arch_number
 from .driver import bindings, check, init
 
 _lock = threading.Lock()
@@ -45,6 +47,13 @@ def arch_for_compute_capability(major: int, minor: int) -> str:
     return arch
 
 
+# PTX targets: the driver compiles them for the GPU at load time. Used to run the code paths of
+# older archs on a newer GPU (DEEPSELECT_RT_ARCH); cubins serve real deployments.
+PTX_ARCHS = ("compute_80", "compute_86", "compute_89")
+# Dynamic shared memory a CTA may opt into, by arch number, where it is less than a newer GPU's.
+_SMEM_OPTIN = {80: 163 * 1024, 86: 99 * 1024, 89: 99 * 1024}
+
+
 def normalise_arch(arch: str) -> str:
     """The canonical arch name for a user's spelling.
 
@@ -55,6 +64,8 @@ def normalise_arch(arch: str) -> str:
     the supported archs) for anything else, BackendUnavailableError when "native" finds no GPU.
     """
     text = str(arch).strip().lower()
+    if text in PTX_ARCHS:
+        return text
     if text == "native":
         return native_arch()
     match = _ARCH_RE.match(text)
@@ -217,3 +228,26 @@ def resolve_archs(spec: str | None) -> list[str]:
         if not names:
             raise ValueError(f"--arch {spec!r} names no architecture")
     return list(dict.fromkeys(names))
+
+
+def run_arch(ordinal: int) -> str:
+    """The arch whose kernels run on device ``ordinal``: ``DEEPSELECT_RT_ARCH`` when set (an
+    older arch, or its PTX), else the device's own. Raises ValueError for a bad override,
+    BackendUnavailableError for a device without kernels."""
+    override = env.arch_override()
+    if override is None:
+        return device_arch(ordinal)
+    arch = normalise_arch(override)
+    own = device_arch(ordinal)
+    if arch_number(arch) > arch_number(own):
+        raise ValueError(f"{env.ENV_ARCH}={override!r} is newer than device {ordinal}'s {own}")
+    return arch
+
+
+def run_limits(ordinal: int) -> tuple[int, bool]:
+    """(dynamic shared memory a CTA may opt into, clusters usable) on device ``ordinal`` for the
+    kernels of ``run_arch``: the device's own, capped at that arch's where it is older."""
+    info = device_info(ordinal)
+    number = arch_number(run_arch(ordinal))
+    smem = min(info.max_shared_memory_per_block_optin, _SMEM_OPTIN.get(number, 1 << 30))
+    return smem, info.cluster_launch and number >= 90

@@ -82,9 +82,8 @@ def prepared_plans() -> list[Plan]:
 def device_limits(device: int) -> DeviceLimits:
     limits = _limits.get(device)
     if limits is None:
-        info = arch.device_info(device)
-        limits = _limits[device] = DeviceLimits(info.sm_count, info.max_shared_memory_per_block_optin,
-                                                info.cluster_launch)
+        smem, clusters = arch.run_limits(device)
+        limits = _limits[device] = DeviceLimits(arch.device_info(device).sm_count, smem, clusters)
     return limits
 
 

@@ -13,7 +13,7 @@ import threading
 from ..jit.cache import default_cache
 from ..jit.spec import KernelSpec
 from .nvrtc import NVRTC_COMPILER
-from .arch import device_arch
+from .arch import run_arch
 from .driver import bindings, check
 
 _lock = threading.Lock()
@@ -34,7 +34,7 @@ def get_kernel(device_ordinal: int, variant: KernelSpec, cache=None):
         found = _kernels.get(key)
     if found is not None:
         return found[1]
-    arch = device_arch(device_ordinal)
+    arch = run_arch(device_ordinal)
     if cache is None:
         cache = default_cache(NVRTC_COMPILER)
     cubin = cache.get_or_build(variant, arch)

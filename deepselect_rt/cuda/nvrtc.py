@@ -18,7 +18,7 @@ from ..errors import BackendUnavailableError, CompileError
 from ..jit import env
 from ..jit.key import toolchain_key_fields
 from ..jit.spec import KernelSpec, arch_number
-from .arch import SUPPORTED_ARCHS, normalise_arch
+from .arch import PTX_ARCHS, SUPPORTED_ARCHS, normalise_arch
 
 # Fixed options. No --use_fast_math: it flushes denormals and changes comparisons' inputs, and
 # top-k must be exact. -default-device lets helpers omit __device__. -lineinfo keeps profiler
@@ -30,7 +30,7 @@ _BASE_OPTIONS = ("-std=c++17", "-default-device", "-lineinfo")
 class CompileResult:
     """A compiled variant.
 
-    cubin: the ELF image. log: NVRTC's log (warnings; may be empty). options: the exact NVRTC
+    cubin: the ELF image (PTX text for a compute_XX arch). log: NVRTC's log (warnings; may be empty). options: the exact NVRTC
     options used. seconds: wall time of the compile.
     """
 
@@ -93,7 +93,7 @@ def supported_archs() -> tuple[str, ...]:
     """
     nvrtc_version()  # turns a missing library into BackendUnavailableError
     numbers = set(_check(_nvrtc().nvrtcGetSupportedArchs(), "nvrtcGetSupportedArchs"))
-    return tuple(a for a in SUPPORTED_ARCHS if arch_number(a) in numbers)
+    return tuple(a for a in SUPPORTED_ARCHS + PTX_ARCHS if arch_number(a) in numbers)
 
 
 @dataclass(frozen=True)
@@ -165,9 +165,14 @@ def compile_cubin(variant: KernelSpec, arch: str, source_dir: Path | None = None
         if int(status) != 0:
             raise CompileError(f"NVRTC failed to compile {variant.source} for {arch}: {status.name}", log=log,
                                variant=variant, options=used)
-        size = _check(nvrtc.nvrtcGetCUBINSize(prog), "nvrtcGetCUBINSize")
-        cubin = b" " * size
-        _check(nvrtc.nvrtcGetCUBIN(prog, cubin), "nvrtcGetCUBIN")
+        if arch.startswith("compute_"):  # PTX, NUL-terminated, as cuLibraryLoadData takes it
+            size = _check(nvrtc.nvrtcGetPTXSize(prog), "nvrtcGetPTXSize")
+            cubin = b" " * size
+            _check(nvrtc.nvrtcGetPTX(prog, cubin), "nvrtcGetPTX")
+        else:
+            size = _check(nvrtc.nvrtcGetCUBINSize(prog), "nvrtcGetCUBINSize")
+            cubin = b" " * size
+            _check(nvrtc.nvrtcGetCUBIN(prog, cubin), "nvrtcGetCUBIN")
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
     return CompileResult(cubin, log, used, time.perf_counter() - start)

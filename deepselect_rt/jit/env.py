@@ -24,6 +24,11 @@ Environment variables (read at call time, so tests and long-running processes ca
     shared root consistent.
 ``DEEPSELECT_RT_LOCK_TIMEOUT``
     Seconds to wait for another process compiling the same kernel before compiling anyway.
+``DEEPSELECT_RT_ARCH``
+    Run the kernels of this arch instead of the GPU's own, with that arch's limits (shared
+    memory per CTA, clusters). ``compute_80``, ``compute_86``, ``compute_89`` run PTX that the
+    driver compiles for the GPU at load time: how the sm_80-sm_89 code paths are tested on a
+    newer GPU. Unset: the GPU's own arch.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ ENV_CACHE_PATH = "DEEPSELECT_RT_CACHE_PATH"
 ENV_CACHE_MAX_BYTES = "DEEPSELECT_RT_CACHE_MAX_BYTES"
 ENV_LOCK_DIR = "DEEPSELECT_RT_LOCK_DIR"
 ENV_LOCK_TIMEOUT = "DEEPSELECT_RT_LOCK_TIMEOUT"
+ENV_ARCH = "DEEPSELECT_RT_ARCH"
 
 # Bump when the on-disk layout or the key's fields change: old entries then live on, unread, in
 # their own v<N> folder until `deepselect-rt cache clear`.
@@ -127,6 +133,11 @@ def lock_dir() -> Path:
         return Path(explicit).expanduser()
     uid = os.getuid() if hasattr(os, "getuid") else getpass.getuser()
     return Path(tempfile.gettempdir()) / f"{APP_NAME}-locks-{uid}"
+
+
+def arch_override() -> str | None:
+    """The arch named by ``DEEPSELECT_RT_ARCH`` (not yet normalised), or None."""
+    return _env(ENV_ARCH)
 
 
 def lock_timeout() -> float:

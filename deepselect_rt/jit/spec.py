@@ -90,8 +90,8 @@ class KernelSpec:
 
 
 def arch_number(arch: str) -> int:
-    """90 for "sm_90a", 120 for "sm_120"."""
-    return int(arch.removeprefix("sm_").rstrip("abf"))
+    """90 for "sm_90a", 120 for "sm_120", 80 for "compute_80" (PTX)."""
+    return int(arch.removeprefix("compute_").removeprefix("sm_").rstrip("abf"))
 
 
 __all__ = ["KernelSpec", "DTYPE_CODE", "FLAGS", "F_SORTED", "F_IDX64", "F_BEGIN64", "F_END64", "F_OFF64",
