@@ -116,6 +116,7 @@ def test_two_streams_and_two_threads():
 
 @pytest.mark.parametrize("how", ["", SPLIT_CLUSTER, SPLIT_RADIX])
 def test_split_rows_report_once_per_row(how):
+    """Rows split over CTAs, clusters where the kernels may use them, else a workspace."""
     x = _x(3, 1 << 18, [0, 2], dtype="bfloat16")
     with backend.forced_split(8, how):
         _, idx = deepselect_rt.topk(x, 512)

@@ -24,8 +24,9 @@ pytestmark = pytest.mark.gpu
 
 
 def _has_clusters() -> bool:
+    """Whether the kernels that run here may use clusters (not under DEEPSELECT_RT_ARCH=compute_80)."""
     torch_cuda()
-    return module.device_info(0).cluster_launch
+    return backend.device_limits(0).clusters
 
 
 def _radix_plans(small_cluster_only: bool = False) -> set:

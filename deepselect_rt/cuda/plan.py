@@ -242,8 +242,9 @@ def make_plan(dtype: str, k: int, few_rows: bool, limits: DeviceLimits, split: i
     """The cluster radix select when ``how`` is SPLIT_RADIX and the device has clusters (its
     ``tier`` from ``radix_tier``); else the streaming kernel for the smallest k bucket holding k
     whose buffer fits the device (the few-rows tuning where ``few_rows_tuning`` says so;
-    split over ``split`` CTAs per row through ``how``, by default clusters where the device has
-    them), otherwise the any-k kernel (never split)."""
+    split over ``split`` CTAs per row through ``how``, by default and in place of clusters the
+    device lacks clusters where it has them, else a workspace), otherwise the any-k kernel (never
+    split)."""
     if how == SPLIT_RADIX:
         smem = radix_smem_bytes(k, dtype, tier) if tier else 0
         if tier and limits.clusters and k <= STREAM_KMAX[-1] and smem <= limits.max_smem_per_block:
@@ -255,7 +256,8 @@ def make_plan(dtype: str, k: int, few_rows: bool, limits: DeviceLimits, split: i
         v = large_variant(dtype)
         return Plan(v, v.threads, 0)
     if split > 1:
-        how = how or (SPLIT_CLUSTER if limits.clusters else SPLIT_WORKSPACE)
+        if not how or (how == SPLIT_CLUSTER and not limits.clusters):
+            how = SPLIT_CLUSTER if limits.clusters else SPLIT_WORKSPACE
         v = stream_variant(dtype, kmax, split=how)
         smem = stream_smem_bytes(v)
         merge = merge_variant(dtype, kmax) if how == SPLIT_WORKSPACE else None
