@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from deepselect_rt.jit import env as resources
 from deepselect_rt.cuda import plan as P
 from deepselect_rt.cuda.variants import (RADIX_COMPACT_ELEMS, RADIX_TIERS, SPLIT_CLUSTER, SPLIT_RADIX, SPLIT_WORKSPACE,
-                                         STREAM_KMAX, default_variants, merge_variant, radix_variant, stream_bucket,
+                                         STREAM_KMAX, default_variants, merge_variant, stream_bucket,
                                          stream_variant)
 from deepselect_rt.dtypes import ITEMSIZE
 

@@ -5,7 +5,6 @@ as the functions with the most own time. GPU only.
     python tools/profile_host.py --framework torch [--calls 5000] [--top 25]
 """
 
-import argparse
 import cProfile
 import pstats
 

@@ -98,7 +98,7 @@ if ARGS.arch:
 gpu_tool.start("tools/read_roof.py", parser)
 
 import torch  # noqa: E402
-from cuda.bindings import driver  # noqa: E402
+from cuda.bindings import driver as cuda_driver  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 import deepselect_rt  # noqa: E402
@@ -113,8 +113,8 @@ class ReadParams(ctypes.Structure):
 
 
 def ctas_per_sm(kernel, smem: int) -> int:
-    function = driver.check(driver.cuKernelGetFunction(kernel), "cuKernelGetFunction")
-    return driver.check(driver.cuOccupancyMaxActiveBlocksPerMultiprocessor(function, THREADS, smem),
+    function = driver.check(cuda_driver.cuKernelGetFunction(kernel), "cuKernelGetFunction")
+    return driver.check(cuda_driver.cuOccupancyMaxActiveBlocksPerMultiprocessor(function, THREADS, smem),
                         "cuOccupancyMaxActiveBlocksPerMultiprocessor")
 
 

@@ -167,7 +167,7 @@ def _report(out, results, host, meta, plot_path) -> None:
     """Print the results table (and host overhead), draw the plot when asked."""
     from rich.table import Table
 
-    from ..bench import grid, timing
+    from ..bench import grid
 
     where = ", ".join(str(meta[k]) for k in ("gpu", "driver", "date", "commit") if meta.get(k))
     peers = list(dict.fromkeys(name for r in results for name in r.peers))

@@ -92,7 +92,8 @@ def driver_function(name: str, prototype):
 
 def error_name(err: int) -> str:
     """The driver's name for a CUresult value (e.g. "CUDA_ERROR_INVALID_VALUE")."""
-    return bindings().cuGetErrorName(driver.CUresult(err))[1].decode()
+    driver = bindings()
+    return driver.cuGetErrorName(driver.CUresult(err))[1].decode()
 
 
 
