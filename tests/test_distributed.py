@@ -2,7 +2,8 @@
 
 Gloo groups of 2 and 4 CPU processes run every case group of tests/dist_worker.py once per group
 size (starting the processes is the slow part); each test below reads one case group's results.
-A GPU test runs the NCCL path in a group of one.
+The example runs under torchrun with 2 processes, and a GPU test runs the NCCL path in a group of
+one.
 """
 
 from __future__ import annotations
@@ -79,6 +80,17 @@ def test_not_initialised_is_a_runtime_error():
         pytest.skip("a process group is initialised in this process")
     with pytest.raises(RuntimeError, match="init_process_group"):
         distributed.topk(torch.zeros(2, 3), 1)
+
+
+def test_example_under_torchrun():
+    """examples/vocab_parallel_sampling.py, as its docstring runs it, on the CPU (gloo): it checks
+    its own top-k and tokens against the gathered logits and exits non-zero on a difference."""
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+           str(ROOT / "examples" / "vocab_parallel_sampling.py")]
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert "matches the gathered computation" in out.stdout
 
 
 @pytest.mark.gpu
