@@ -37,13 +37,13 @@ import torch.distributed as dist
 
 from . import api, checks, dtypes
 from .errors import NaNInputError
+from .request import NAN_POLICIES
 
 __all__ = ["topk"]
 
 _TORCH_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32,
                  "int32": torch.int32, "int64": torch.int64}
 _INPUT_DTYPES = {torch.bfloat16: "bfloat16", torch.float16: "float16", torch.float32: "float32"}
-_POLICIES = ("raise", "raise_sync", "sentinel", "propagate")
 _BITS = {2: torch.int16, 4: torch.int32}
 
 # The arguments every rank must pass alike, in the order of the metadata exchange; each rank adds
@@ -304,7 +304,7 @@ def _exchange_widths(local, width, rows, dtype, sc, dst, host, group, world: int
     """All-gather each rank's width and arguments; returns the shard boundaries. Raises the same
     ValueError on every rank where ranks disagree or an end exceeds the global width."""
     agreed = [rows, sc.k, dtypes.INPUT_DTYPES.index(dtype), dtypes.INDEX_DTYPES.index(sc.index_dtype),
-              int(sc.sorted), int(sc.return_value), _POLICIES.index(sc.nan_policy), -1 if dst is None else dst,
+              int(sc.sorted), int(sc.return_value), NAN_POLICIES.index(sc.nan_policy), -1 if dst is None else dst,
               sc.idx_fill, _fill_code(sc.val_fill)]
     mine = torch.tensor([width, *agreed, host["begin"], host["end"]], dtype=torch.int64)
     table = torch.empty(world * len(mine), dtype=torch.int64, device=local.device)
@@ -329,7 +329,7 @@ def _spelled(name: str, values: list[int]) -> list:
     if name == "indices_type":
         return [dtypes.INDEX_DTYPES[v] for v in values]
     if name == "nan_policy":
-        return [_POLICIES[v] for v in values]
+        return [NAN_POLICIES[v] for v in values]
     if name in ("sorted", "return_value"):
         return [bool(v) for v in values]
     if name == "dst":
