@@ -54,7 +54,8 @@ def test_missing_inputs_one_line(args):
 @pytest.mark.parametrize("args", [["read_roof.py", "--arch", "sm_75"],
                                   ["read_roof.py", "--rows", "8192", "--widths", "1048576"],
                                   ["profile_case.py", "1", "1000", "8", "--dist", "bogus"],
-                                  ["sanitize_subset.py", "--radix", "--batch"]], ids=str)
+                                  ["sanitize_subset.py", "--radix", "--batch"],
+                                  ["dist_bytes.py", "--rows", "8"]], ids=str)
 def test_bad_arguments_rejected_before_the_gpu(args):
     """Arguments the GPU tools check before looking for a GPU: a usage error, never a traceback."""
     name, *rest = args
@@ -72,3 +73,12 @@ def test_read_roof_compiles_its_kernel():
     for name in ("sm_90a", "sm_80"):
         for dtype in ("bfloat16", "float32"):
             assert f"ds_read_roof_{dtype}_k0_t256_ds_unroll4 {name}: " in result.stdout
+
+
+def test_dist_bytes_tables_are_the_docs():
+    """docs/performance.md's byte counts of the distributed top-k are what tools/dist_bytes.py prints."""
+    result = run(str(TOOLS / "dist_bytes.py"))
+    assert result.returncode == 0, result.stderr
+    doc = (TOOLS.parent / "docs" / "performance.md").read_text()
+    missing = [line for line in result.stdout.splitlines() if line and line not in doc]
+    assert not missing, "docs/performance.md lacks:\n" + "\n".join(missing)
