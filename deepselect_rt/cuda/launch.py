@@ -38,7 +38,7 @@ def pack(req: TopkRequest, nan: tuple[int, int, int] = (0, 0, 0), split: int = 1
     opt = lambda v: 0 if v is None else v.ptr  # noqa: E731
     rows, width = req.x.shape
     table, raw = req.page_table, req.out_raw
-    pages = (0, 0, 0, 0) if table is None else (_u64(table.strides[0]), req.page_size, *table.shape)
+    pages = (0, 0, 0, 0) if table is None else (_u64(table.strides[0]), req.page_size, table.shape[1], table.shape[0])
     # Positional, in _FIELDS order: keyword construction of a ctypes Structure costs ~10 us.
     return Params(
         req.x.ptr, _u64(req.x.strides[0]), rows, width, req.k, opt(req.begin), opt(req.end), opt(req.offsets),
