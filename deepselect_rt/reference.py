@@ -297,6 +297,11 @@ def ragged_topk(scores: np.ndarray, cu_seqlens, k: int, *, offsets=None, k_per_r
         raise ValueError(f"scores must be 1-D, got shape {scores.shape}")
     cu = np.clip(np.asarray(cu_seqlens, np.int64), 0, len(scores))
     rows = len(cu) - 1
+    if options.get("nan_policy") == "raise":  # every NaN row of the batch, before any output
+        nan = nan_mask(scores)
+        held = [i for i in range(rows) if nan[cu[i]:max(cu[i + 1], cu[i])].any()]
+        if held:
+            raise NaNInputError(np.array(held))
     picked = lambda a, i: None if a is None else np.asarray(a)[i:i + 1]  # noqa: E731
     parts = []
     for i in range(rows):

@@ -292,6 +292,14 @@ def test_ragged_torch_cpu_and_bf16():
     np.testing.assert_array_equal(v.view(torch.int16).numpy(), want[0].view(np.int16))
 
 
+def test_ragged_reference_raises_for_every_nan_row():
+    flat, cu = _ragged([4, 6, 5, 3], 23)
+    flat[[5, 12]] = np.nan  # rows 1 and 2
+    with pytest.raises(deepselect_rt.NaNInputError) as err:
+        reference.ragged_topk(flat, cu, 3, nan_policy="raise")
+    assert list(err.value.rows) == [1, 2]
+
+
 def test_ragged_nan_rows_raise_at_the_next_call():
     flat, cu = _ragged([4, 6, 5], 20)
     flat[6] = np.nan  # row 1
