@@ -28,7 +28,8 @@ def get_stride_requirement() -> tuple[int, int]:
 def topk(input, topk, sorted=False, begin=None, end=None, indices_type="int64", sorted_index=False,
          output_idx=None, output_val=None, output_idx_offset=None, idx_oob_fill_value=2**31 - 1,
          value_oob_fill_value=-math.inf, return_value=True, abort_when_nan_found=True,
-         nan_policy=None, stream=None):
+         nan_policy=None, stream=None, *, page_table=None, page_size=None, row_to_batch=None, k_per_row=None,
+         return_raw_indices=False, output_raw_idx=None):
     """Exact top-k of every row: the ``topk`` largest elements of ``input[i, begin[i]:end[i]]``.
 
     Argument names and defaults are DeepSeek DeepSelect's ``deep_select.topk``; ``begin``,
@@ -70,11 +71,32 @@ def topk(input, topk, sorted=False, begin=None, end=None, indices_type="int64", 
             reference, before the call returns, and use no stream (one given is checked, then
             unused).
 
+    Serving options (keyword-only; contract.md, "Serving"):
+        page_table: optional ``(batch, max_pages)`` int32 on the input's device (last-dimension
+            stride 1, any row stride). Each valid index c of row i (after ``output_idx_offset``:
+            the raw index, a logical position) becomes ``page_table[b, c // page_size] *
+            page_size + c % page_size``, ``b = row_to_batch[i]``, computed in the output index
+            type; fills and the NaN sentinel are kept. A position outside ``[0, max_pages *
+            page_size)`` is a ValueError when the host can tell, else that slot is a fill.
+        page_size: positions a page holds, an integer in ``[1, 2**31 - 1]``; required with
+            ``page_table``, refused without it.
+        row_to_batch: optional ``(rows,)`` int32/int64: row i's table row (default i, and then
+            the table needs ``batch >= rows``). Host values outside ``[0, batch)`` are a
+            ValueError; a device one there makes the row's valid slots fills.
+        k_per_row: optional ``(rows,)`` int32/int64, ``0 <= k_per_row[i] <= topk`` (host values
+            checked, device ones clamped): row i keeps its best ``k_per_row[i]`` elements, by
+            descending value (whatever ``sorted`` says), and fills the slots after them.
+            ``sorted_index=True`` is refused with it.
+        return_raw_indices: also return the raw indices (before the page lookup), as a third
+            output; ``output_raw_idx`` is its optional caller buffer (needs
+            ``return_raw_indices=True``).
+
     Returns:
         ``(values, indices)``: values ``(rows, topk)`` of the input dtype, or None when
         ``return_value`` is False; indices ``(rows, topk)`` of ``indices_type``. Outputs are
         objects of the caller's framework on the input's device. Values carry no autograd
         history (unlike torch.topk's): gather from the input by the indices for a gradient.
+        ``(values, indices, raw_indices)`` with ``return_raw_indices=True``.
 
     Raises:
         TypeError: a wrong type or dtype. ValueError: a wrong shape, range or combination.
@@ -82,7 +104,10 @@ def topk(input, topk, sorted=False, begin=None, end=None, indices_type="int64", 
         BackendUnavailableError: no backend for the input's device (the message names what is
         missing).
     """
+    serving = dict(page_table=page_table, page_size=page_size, row_to_batch=row_to_batch, k_per_row=k_per_row,
+                   return_raw_indices=return_raw_indices, output_raw_idx=output_raw_idx)
     if _torch_compiling(input):
+        _no_serving_under_compile(serving)
         from .interop import torch_op
 
         return torch_op.topk(input, topk, sorted, begin, end, indices_type, sorted_index, output_idx, output_val,
@@ -90,7 +115,46 @@ def topk(input, topk, sorted=False, begin=None, end=None, indices_type="int64", 
                              abort_when_nan_found, nan_policy, stream)
     return eager.topk(input, topk, sorted, begin, end, indices_type, sorted_index, output_idx, output_val,
                       output_idx_offset, idx_oob_fill_value, value_oob_fill_value, return_value,
-                      abort_when_nan_found, nan_policy, stream)
+                      abort_when_nan_found, nan_policy, stream, **serving)
+
+
+def ragged_topk(input, cu_seqlens, topk, sorted=False, indices_type="int64", sorted_index=False, output_idx=None,
+                output_val=None, output_idx_offset=None, idx_oob_fill_value=2**31 - 1,
+                value_oob_fill_value=-math.inf, return_value=True, abort_when_nan_found=True, nan_policy=None,
+                stream=None, *, page_table=None, page_size=None, row_to_batch=None, k_per_row=None,
+                return_raw_indices=False, output_raw_idx=None):
+    """``topk`` of ragged rows packed back to back in one 1-D buffer (contract.md, "Serving").
+
+    Row i is ``input[cu_seqlens[i]:cu_seqlens[i + 1]]``, and its indices count from its own
+    start (0 is the row's first element), before ``output_idx_offset`` and the page lookup. Every
+    other argument is ``topk``'s, with the same rules and results; there is no ``begin``/``end``
+    (``cu_seqlens`` gives them).
+
+    Args:
+        input: ``(total,)`` bfloat16, float16 or float32, contiguous.
+        cu_seqlens: ``(rows + 1,)`` int32/int64 on the input's device, contiguous, rising from
+            ``>= 0`` to ``<= total`` (host values checked; device ones clamped into range as
+            ``begin``/``end`` are).
+        topk: k for every row (``k_per_row`` for fewer in some rows).
+
+    Returns:
+        ``(values, indices)`` of shape ``(rows, topk)``, as ``topk`` returns (a third output with
+        ``return_raw_indices=True``).
+    """
+    serving = dict(page_table=page_table, page_size=page_size, row_to_batch=row_to_batch, k_per_row=k_per_row,
+                   return_raw_indices=return_raw_indices, output_raw_idx=output_raw_idx)
+    if _torch_compiling(input):
+        _no_serving_under_compile({"ragged_topk": True})
+    return eager.ragged_topk(input, cu_seqlens, topk, sorted, indices_type, sorted_index, output_idx, output_val,
+                             output_idx_offset, idx_oob_fill_value, value_oob_fill_value, return_value,
+                             abort_when_nan_found, nan_policy, stream, **serving)
+
+
+def _no_serving_under_compile(options: dict) -> None:
+    named = [name for name, value in options.items() if value is not None and value is not False]
+    if named:
+        raise ValueError(f"{', '.join(named)}: not supported under torch.compile yet; call deepselect_rt outside the "
+                         "compiled region (torch.compiler.disable)")
 
 
 def check_nan(stream=None) -> None:

@@ -15,7 +15,7 @@ from typing import NamedTuple
 import numpy as np
 
 from . import dtypes
-from .interop.views import INDEX_DTYPES_TEXT, VALUE_DTYPES_TEXT, TensorView, host_array, view_of
+from .interop.views import INDEX_DTYPES_TEXT, VALUE_DTYPES_TEXT, TensorView, host_array, restrided, view_of
 from .request import NAN_POLICIES
 
 INT32_MAX = 2**31 - 1
@@ -153,19 +153,22 @@ def check_ranges(b: np.ndarray | None, e: np.ndarray | None, x: TensorView) -> N
                              f"{int(b[row])} > {limit}")
 
 
-def check_offsets(offsets, b: np.ndarray | None, e: np.ndarray | None, index_dtype: str, x: TensorView) -> None:
+def check_offsets(offsets, b: np.ndarray | None, e: np.ndarray | None, index_dtype: str, x: TensorView,
+                  relative: bool = False) -> None:
     """Host offsets must keep every valid index of row i, ``[begin[i], end[i]) + offsets[i]``, in
     the index type (int64 never wraps either); rows with no element take no offset.
 
     Runs after ``check_ranges`` (0 <= begin, end <= width keeps the int64 arithmetic exact).
     Host offsets mean a host input, so ``b`` and ``e``, begin and end's host values, are known
     where those were given (every row vector lies on the input's device) and each row's own
-    range is checked."""
+    range is checked; ``relative`` (ragged_topk) counts each row's columns from its begin."""
     o = host_values(offsets)
     if o is None:
         return
     o, first, stop = (a.astype(np.int64) for a in np.broadcast_arrays(
         o, 0 if b is None else b, x.shape[1] if e is None else e))
+    if relative:
+        first, stop = np.zeros_like(first), stop - first
     rows = np.flatnonzero(stop > first)
     o, first, last = o[rows], first[rows], stop[rows] - 1
     low, high = _INT_RANGE[index_dtype]
@@ -299,3 +302,135 @@ def scalar_arguments(topk, sorted, sorted_index, return_value, indices_type, nan
     if output_val is not None and not return_value_:
         raise ValueError("output_val was given but return_value=False: pass one or the other")
     return Scalars(k, sorted_, sorted_index_, return_value_, index_dtype, policy, idx_fill, val_fill)
+
+
+# --- the serving options (contract.md, "Serving") ------------------------------------------------
+
+class Serving(NamedTuple):
+    """The serving options of a call, checked: views on the input's device, or None."""
+
+    page_table: TensorView | None
+    page_size: int
+    row_to_batch: TensorView | None
+    k_per_row: TensorView | None
+    return_raw: bool
+
+
+def serving_arguments(page_table, page_size, row_to_batch, k_per_row, return_raw_indices, output_raw_idx, k: int,
+                      sorted_index: bool, x: TensorView, stream: int | None) -> Serving:
+    """Check page_table, page_size, row_to_batch, k_per_row and return_raw_indices against the
+    input ``x`` (rows, width) and ``k``; host values are checked, device ones are left to the
+    kernel's clamps (contract.md). Raises TypeError/ValueError naming the argument."""
+    return_raw = _flag(return_raw_indices, "return_raw_indices")
+    if output_raw_idx is not None and not return_raw:
+        raise ValueError("output_raw_idx was given but return_raw_indices=False: pass return_raw_indices=True")
+    rows = x.shape[0]
+    table = None
+    size = 0
+    if page_table is None:
+        if page_size is not None:
+            raise ValueError("page_size was given without page_table")
+        if row_to_batch is not None:
+            raise ValueError("row_to_batch was given without page_table")
+    else:
+        table = _page_table(page_table, x, stream)
+        if page_size is None:
+            raise ValueError("page_table needs page_size (the positions a page holds)")
+        size = _integer(page_size, "page_size")
+        if not 1 <= size <= INT32_MAX:
+            raise ValueError(f"page_size must be in [1, 2**31 - 1], got {size}")
+    batch = 0 if table is None else table.shape[0]
+    r2b = row_vector(row_to_batch, "row_to_batch", x, stream)
+    if table is not None and r2b is None and batch < rows:
+        raise ValueError(f"page_table has {batch} rows (batch) but input has {rows}: pass row_to_batch, or a "
+                         "table row for every input row")
+    b = host_values(r2b)
+    if b is not None and len(b) and (b.min() < 0 or b.max() >= batch):
+        row = int(np.flatnonzero((b < 0) | (b >= batch))[0])
+        raise ValueError(f"row_to_batch must lie in [0, batch={batch}): row {row} has {int(b[row])}")
+    kpr = row_vector(k_per_row, "k_per_row", x, stream)
+    if kpr is not None and sorted_index:
+        raise ValueError("k_per_row returns each row's best k_i by value: sorted_index=True is not supported with it")
+    ks = host_values(kpr)
+    if ks is not None and len(ks) and (ks.min() < 0 or ks.max() > k):
+        row = int(np.flatnonzero((ks < 0) | (ks > k))[0])
+        raise ValueError(f"k_per_row must lie in [0, topk={k}]: row {row} has {int(ks[row])}")
+    return Serving(table, size, r2b, kpr, return_raw)
+
+
+def _page_table(obj, x: TensorView, stream: int | None) -> TensorView:
+    view = view_of(obj, name="page_table", stream=stream, takes="int32")
+    if view.dtype != "int32":
+        raise TypeError(f"page_table must have dtype int32, got {view.dtype}")
+    if len(view.shape) != 2:
+        raise ValueError(f"page_table must be 2-D (batch, max_pages), got shape {view.shape}")
+    batch, pages = view.shape
+    if batch > 0 and pages > 1 and view.strides[1] != 1:
+        raise ValueError(f"page_table's last dimension must have stride 1, got strides {view.strides}")
+    _check_aligned(view, "page_table")
+    _same_device(view, x, "page_table")
+    return view
+
+
+def check_page_positions(serving: Serving, b: np.ndarray | None, e: np.ndarray | None, offsets: TensorView | None,
+                         begin_given: bool, end_given: bool, relative: bool, x: TensorView) -> None:
+    """Every row's raw indices (its logical positions) must lie in its page table, ``[0,
+    max_pages * page_size)``, where that is known on the host: ``b``, ``e`` are begin and end's
+    host values (None: not given, or on the device), ``relative`` counts from begin (ragged).
+    Device values are not read; the kernel writes a fill for a position past the table."""
+    if serving.page_table is None:
+        return
+    width = x.shape[1]
+    capacity = serving.page_table.shape[1] * serving.page_size
+    o = host_values(offsets)
+    if (end_given and e is None) or (offsets is not None and o is None) or (relative and begin_given and b is None):
+        return  # some bound lives on the device: the kernel's fills guard the table
+    rows = x.shape[0]
+    first = np.zeros(rows, np.int64) if b is None else b.astype(np.int64)
+    stop = np.full(rows, width, np.int64) if e is None else e.astype(np.int64)
+    off = np.zeros(rows, np.int64) if o is None else o.astype(np.int64)
+    if relative:
+        first, stop = np.zeros(rows, np.int64), stop - first
+    held = np.flatnonzero(stop > first)
+    low, high = first[held] + off[held], stop[held] - 1 + off[held]
+    bad = (low < 0) | (high >= capacity)
+    if bad.any():
+        i = int(np.argmax(bad))
+        row = int(held[i])
+        raise ValueError(f"row {row}'s positions [{int(low[i])}, {int(high[i])}] (its column range"
+                         f"{' from begin' if relative else ''}{' plus output_idx_offset' if o is not None else ''}) "
+                         f"do not fit its page table's [0, max_pages * page_size = {capacity}); pass end (or a "
+                         "larger table)")
+
+
+def ragged_views(flat: TensorView, cu_seqlens, stream: int | None) -> tuple[TensorView, TensorView, TensorView]:
+    """``(x, begin, end)`` of ``ragged_topk``: the 1-D ``flat`` as ``(rows, total)`` rows of stride 0,
+    and ``cu_seqlens[:-1]``, ``cu_seqlens[1:]`` as views. Host offsets must rise from 0 to at most
+    ``total``; device ones are clamped by the kernel."""
+    if len(flat.shape) != 1:
+        raise ValueError(f"ragged_topk's input must be 1-D (total,), the rows back to back; got shape {flat.shape}")
+    if flat.dtype not in dtypes.INPUT_DTYPES:
+        raise TypeError(f"input must have dtype {VALUE_DTYPES_TEXT}, got {flat.dtype}")
+    total = flat.shape[0]
+    if total > 1 and flat.strides[0] != 1:
+        raise ValueError(f"ragged_topk's input must be contiguous (stride 1), got stride {flat.strides[0]}")
+    if cu_seqlens is None:
+        raise TypeError("ragged_topk needs cu_seqlens, the (rows + 1,) offsets of the rows")
+    cu = view_of(cu_seqlens, name="cu_seqlens", stream=stream, takes=INDEX_DTYPES_TEXT)
+    if cu.dtype not in dtypes.INDEX_DTYPES:
+        raise TypeError(f"cu_seqlens must have dtype {INDEX_DTYPES_TEXT}, got {cu.dtype}")
+    if len(cu.shape) != 1 or cu.shape[0] < 1:
+        raise ValueError(f"cu_seqlens must have shape (rows + 1,), at least one offset; got {cu.shape}")
+    if cu.shape[0] > 1 and cu.strides[0] != 1:
+        raise ValueError(f"cu_seqlens must be contiguous (stride 1), got stride {cu.strides[0]}")
+    _check_aligned(cu, "cu_seqlens")
+    _same_device(cu, flat, "cu_seqlens")
+    offsets = host_values(cu)
+    if offsets is not None and len(offsets):
+        steps = np.diff(offsets.astype(np.int64))
+        if offsets[0] < 0 or offsets[-1] > total or (steps < 0).any():
+            raise ValueError(f"cu_seqlens must rise from >= 0 to <= len(input) = {total}, got {offsets.tolist()[:8]}"
+                             f"{' ...' if len(offsets) > 8 else ''}")
+    rows = cu.shape[0] - 1
+    x = restrided(flat, (rows, total), (0, 1))
+    return x, restrided(cu, (rows,), (1,)), restrided(cu, (rows,), (1,), offset=1)

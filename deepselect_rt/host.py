@@ -33,6 +33,8 @@ def run(req: TopkRequest) -> None:
         index_dtype=req.index_dtype, sorted=req.sorted, sorted_index=req.sorted_index,
         return_value=req.return_value, nan_policy=policy, idx_fill=req.idx_fill,
         val_fill=req.val_fill, out_idx=host_array(req.out_idx), out_val=_opt(req.out_val),
+        k_per_row=_opt(req.k_per_row), relative=req.relative, page_table=_opt(req.page_table),
+        page_size=req.page_size, row_to_batch=_opt(req.row_to_batch), out_raw=_opt(req.out_raw),
     )
     if req.nan_policy == "raise":
         rows = reference.nan_rows(x, begin, end)

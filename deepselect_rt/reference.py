@@ -138,8 +138,11 @@ def nan_rows(x: np.ndarray, begin=None, end=None) -> np.ndarray:
 
 def topk(x: np.ndarray, k: int, *, begin=None, end=None, offsets=None, index_dtype="int64",
          sorted=False, sorted_index=False, return_value=True, nan_policy="propagate",
-         idx_fill=2**31 - 1, val_fill=float("-inf"), out_idx=None, out_val=None):
-    """Exact top-k of each row of ``x``; returns ``(values or None, indices)``.
+         idx_fill=2**31 - 1, val_fill=float("-inf"), out_idx=None, out_val=None,
+         k_per_row=None, relative=False, page_table=None, page_size=None, row_to_batch=None,
+         return_raw=False, out_raw=None):
+    """Exact top-k of each row of ``x``; returns ``(values or None, indices)``, and the raw
+    indices third when ``return_raw`` (contract: "Serving").
 
     Arguments (already validated by ``eager.py``; only cheap sanity checks here):
 
@@ -165,6 +168,22 @@ def topk(x: np.ndarray, k: int, *, begin=None, end=None, offsets=None, index_dty
       any row stride; exactly their ``rows x k`` elements are written and the same objects are
       returned. Otherwise new C-contiguous arrays are returned.
 
+    The serving options (contract: "Serving"), all off by default:
+
+    - ``k_per_row``: ``None`` or ``(rows,)`` integers, clamped to ``[0, k]``: row ``i`` keeps its
+      best ``k_per_row[i]`` elements in its first slots, by descending key whatever ``sorted``
+      says, and its later slots are fills.
+    - ``relative``: indices count from each row's ``begin`` (the column less ``begin[i]``), before
+      ``offsets`` are added (``ragged_topk``).
+    - ``page_table``: ``None`` or ``(batch, max_pages)`` int32, with ``page_size`` > 0 and
+      ``row_to_batch`` (``None``: row ``i`` uses table row ``i``). The index computed above (the
+      raw index, a logical position) becomes ``page_table[b, raw // page_size] * page_size +
+      raw % page_size`` in ``index_dtype`` arithmetic (int32 wraps), ``b = row_to_batch[i]``. A
+      raw index outside ``[0, max_pages * page_size)``, or a row whose ``b`` lies outside
+      ``[0, batch)``, makes the slot a fill (index, raw index and value).
+    - ``return_raw``, ``out_raw``: also return the raw indices (before the page lookup; fills and
+      the sentinel as in the indices), in ``out_raw`` when given.
+
     Values are the selected elements' own bit patterns (-0.0 stays -0.0, NaN payloads are kept).
     """
     if x.ndim != 2:
@@ -176,8 +195,11 @@ def topk(x: np.ndarray, k: int, *, begin=None, end=None, offsets=None, index_dty
     idx_dtype = np.dtype(index_dtype)
     indices = _output(out_idx, (rows, k), idx_dtype)
     values = _output(out_val, (rows, k), x.dtype) if return_value else None
+    return_raw = return_raw or out_raw is not None
+    raw = _output(out_raw, (rows, k), idx_dtype) if return_raw else None
+    done = (values, indices, raw) if return_raw else (values, indices)
     if k == 0 or rows == 0:
-        return values, indices
+        return done
 
     begin, end = _clamped_ranges(begin, end, rows, width)
     kk = min(k, width)
@@ -188,26 +210,37 @@ def topk(x: np.ndarray, k: int, *, begin=None, end=None, offsets=None, index_dty
     for r0 in range(0, rows, block):
         part = slice(r0, r0 + block)
         inside = (columns >= begin[part, None]) & (columns < end[part, None])
-        selected[part] = _select_block(x[part], inside, kk, sorted)
+        # A row's own k takes its first slots, which then must be its best: value order.
+        selected[part] = _select_block(x[part], inside, kk, sorted or k_per_row is not None)
         if nan_policy != "propagate":
             has_nan[part] = (nan_mask(x[part]) & inside).any(axis=1)
     if nan_policy == "raise" and has_nan.any():
         raise NaNInputError(np.flatnonzero(has_nan))
 
-    # Slot j of row i holds a selected element iff j < min(k, end - begin) (contract: "Short rows").
-    filled = np.arange(kk) >= np.minimum(end - begin, k)[:, None]
+    # Slot j of row i holds a selected element iff j < min(k, end - begin) (contract: "Short rows"),
+    # and j < k_per_row[i] when given.
+    kept = np.minimum(end - begin, k)
+    if k_per_row is not None:
+        kept = np.minimum(kept, np.clip(np.asarray(k_per_row, np.int64), 0, k))
+    filled = np.arange(kk) >= kept[:, None]
     # Fill slots gather column 0 (always readable when kk > 0); the gathered value is discarded.
     gather = np.where(filled, 0, selected).astype(np.int64)
 
-    result_idx = np.empty((rows, k), idx_dtype)
     idx_fill = np.array(idx_fill, np.int64).astype(idx_dtype)
-    picked = gather.astype(idx_dtype)
-    if offsets is not None:
-        # Both operands in the output type: int32 output wraps, int64 output never overflows.
-        picked += np.asarray(offsets).astype(idx_dtype)[:, None]
-    result_idx[:, :kk] = np.where(filled, idx_fill, picked)
-    result_idx[:, kk:] = idx_fill
-    result_idx[has_nan] = NAN_SENTINEL_INDEX
+    with np.errstate(over="ignore"):
+        # Every operand in the output type: int32 output wraps, int64 output never overflows.
+        picked = gather.astype(idx_dtype)
+        if relative:
+            picked -= begin.astype(idx_dtype)[:, None]
+        if offsets is not None:
+            picked += np.asarray(offsets).astype(idx_dtype)[:, None]
+        raw_idx = picked.copy()
+        if page_table is not None:
+            picked, unpaged = _page_lookup(picked, page_table, page_size, row_to_batch, idx_dtype)
+            filled |= unpaged
+    result_idx = _with_fills(picked, filled, idx_fill, k, has_nan)
+    if raw is not None:
+        raw[...] = _with_fills(raw_idx, filled, idx_fill, k, has_nan)
 
     if values is not None:
         # Gather and assemble on the bit patterns so that every value is copied bit-exactly.
@@ -221,4 +254,63 @@ def topk(x: np.ndarray, k: int, *, begin=None, end=None, offsets=None, index_dty
         values.view(utype)[...] = result_val
 
     indices[...] = result_idx
-    return values, indices
+    return done
+
+
+def _with_fills(picked, filled, idx_fill, k: int, has_nan) -> np.ndarray:
+    """``(rows, k)`` indices: ``picked`` where not ``filled``, fills elsewhere and past ``kk``, the
+    sentinel in NaN rows."""
+    rows, kk = picked.shape
+    out = np.empty((rows, k), picked.dtype)
+    out[:, :kk] = np.where(filled, idx_fill, picked)
+    out[:, kk:] = idx_fill
+    out[has_nan] = NAN_SENTINEL_INDEX
+    return out
+
+
+def _page_lookup(raw, page_table, page_size: int, row_to_batch, idx_dtype):
+    """Each raw index (a logical position) through its row's page-table row: ``(indices,
+    unpaged)``, where ``unpaged`` marks the positions with no page (outside the table, or the
+    row's table row outside ``[0, batch)``), which become fills."""
+    table = np.asarray(page_table)
+    batch, max_pages = table.shape
+    rows = raw.shape[0]
+    b = np.arange(rows) if row_to_batch is None else np.asarray(row_to_batch, np.int64)
+    position = raw.astype(np.int64)
+    unpaged = (position < 0) | (position >= max_pages * page_size) | ((b < 0) | (b >= batch))[:, None]
+    page = np.where(unpaged, 0, position // page_size)
+    entry = table[np.clip(b, 0, max(batch - 1, 0))[:, None], page] if batch and max_pages else np.zeros_like(page)
+    size = np.array(page_size).astype(idx_dtype)
+    indices = entry.astype(idx_dtype) * size + (np.where(unpaged, 0, position) % page_size).astype(idx_dtype)
+    return indices, unpaged
+
+
+def ragged_topk(scores: np.ndarray, cu_seqlens, k: int, *, offsets=None, k_per_row=None, row_to_batch=None,
+                **options):
+    """``topk`` of rows packed back to back in 1-D ``scores``: row ``i`` is
+    ``scores[cu_seqlens[i]:cu_seqlens[i + 1]]`` (clamped into ``[0, len(scores)]``, and the end
+    to at least the start), its indices counted from its start (contract: "Serving").
+
+    One row at a time, through ``topk`` on that row alone: the oracle of the strided,
+    row-relative way ``deepselect_rt.ragged_topk`` runs. Same options and results as ``topk``."""
+    if scores.ndim != 1:
+        raise ValueError(f"scores must be 1-D, got shape {scores.shape}")
+    cu = np.clip(np.asarray(cu_seqlens, np.int64), 0, len(scores))
+    rows = len(cu) - 1
+    if options.get("nan_policy") == "raise":  # every NaN row of the batch, before any output
+        nan = nan_mask(scores)
+        held = [i for i in range(rows) if nan[cu[i]:max(cu[i + 1], cu[i])].any()]
+        if held:
+            raise NaNInputError(np.array(held))
+    picked = lambda a, i: None if a is None else np.asarray(a)[i:i + 1]  # noqa: E731
+    parts = []
+    for i in range(rows):
+        start = cu[i]
+        stop = max(cu[i + 1], start)
+        b = np.array([i]) if row_to_batch is None else picked(row_to_batch, i)
+        parts.append(topk(scores[None, start:stop], k, offsets=picked(offsets, i), k_per_row=picked(k_per_row, i),
+                          row_to_batch=b if options.get("page_table") is not None else None, **options))
+    if not parts:
+        empty = topk(scores[None, :0][:0], k, **options)
+        return empty
+    return tuple(None if p[0] is None else np.concatenate(p) for p in zip(*parts))

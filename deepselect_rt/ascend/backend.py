@@ -12,7 +12,7 @@ import sys
 
 import numpy as np
 
-from ..errors import NaNInputError
+from ..errors import BackendUnavailableError, NaNInputError
 from ..request import TopkRequest
 from ..interop.outputs import allocate
 from . import arch, driver, launch, plan
@@ -38,6 +38,16 @@ def _launch(req: TopkRequest, nan_flags_ptr: int, stream: int) -> None:
     launch.launch(func, tile.block_dim, stream, launch.pack(req, tile, nan_flags_ptr))
 
 
+def _refuse_serving_options(req: TopkRequest) -> None:
+    """The serving options (contract.md, "Serving") are not implemented by the Ascend kernels."""
+    named = [name for name, used in (("page_table", req.page_table is not None), ("k_per_row", req.k_per_row is not None),
+                                     ("return_raw_indices", req.out_raw is not None), ("ragged_topk", req.relative))
+             if used]
+    if named:
+        raise BackendUnavailableError(f"{', '.join(named)} not implemented on Ascend NPUs yet; run these calls on a "
+                                      "CUDA GPU or the CPU")
+
+
 def run(req: TopkRequest) -> None:
     """Launch top-k for ``req`` on the input's NPU, on the caller's stream.
 
@@ -45,6 +55,7 @@ def run(req: TopkRequest) -> None:
     torch_npu) or when k exceeds the kernel's UB capacity; CompileError when the kernel does not
     compile; NaNInputError under nan_policy="raise"; RuntimeError for an AscendCL failure.
     """
+    _refuse_serving_options(req)
     driver.require_runtime()
     import acl
 

@@ -16,11 +16,12 @@ from .driver import driver_function, error_name
 
 _FIELDS = ("x", "row_stride", "rows", "width", "k", "begin", "end", "offsets", "out_idx",
            "idx_row_stride", "out_val", "val_row_stride", "flags", "idx_fill", "val_fill_bits",
-           "nan_head", "nan_entries", "nan_call", "split", "workspace")
+           "nan_head", "nan_entries", "nan_call", "split", "workspace", "page_table", "page_row_stride",
+           "page_size", "max_pages", "batch", "row_to_batch", "k_per_row", "out_raw", "raw_row_stride")
 
 
 class Params(ctypes.Structure):
-    """Mirror of ``struct Params``: twenty 8-byte fields, no padding."""
+    """Mirror of ``struct Params``: twenty-nine 8-byte fields, no padding."""
 
     _fields_ = [(name, ctypes.c_uint64) for name in _FIELDS]
 
@@ -36,12 +37,15 @@ def pack(req: TopkRequest, nan: tuple[int, int, int] = (0, 0, 0), split: int = 1
     flags = flags_of(req)
     opt = lambda v: 0 if v is None else v.ptr  # noqa: E731
     rows, width = req.x.shape
+    table, raw = req.page_table, req.out_raw
+    pages = (0, 0, 0, 0) if table is None else (_u64(table.strides[0]), req.page_size, table.shape[1], table.shape[0])
     # Positional, in _FIELDS order: keyword construction of a ctypes Structure costs ~10 us.
     return Params(
         req.x.ptr, _u64(req.x.strides[0]), rows, width, req.k, opt(req.begin), opt(req.end), opt(req.offsets),
         req.out_idx.ptr, _u64(req.out_idx.strides[0]), opt(req.out_val),
         0 if req.out_val is None else _u64(req.out_val.strides[0]), flags, _u64(req.idx_fill),
-        fill_bits(req.val_fill, req.x.dtype), *nan, split, workspace,
+        fill_bits(req.val_fill, req.x.dtype), *nan, split, workspace, opt(table), *pages,
+        opt(req.row_to_batch), opt(req.k_per_row), opt(raw), 0 if raw is None else _u64(raw.strides[0]),
     )
 
 

@@ -117,6 +117,20 @@ def host_array(view: TensorView) -> np.ndarray:
     return array.view(dtype) if view.dtype == "bfloat16" else array
 
 
+def restrided(view: TensorView, shape: tuple[int, ...], strides: tuple[int, ...], offset: int = 0) -> TensorView:
+    """The same memory seen ``offset`` elements on with another shape and element strides (which
+    the caller keeps inside the memory ``view`` spans): ``ragged_topk``'s rows of stride 0 and its
+    two slices of ``cu_seqlens``. A NumPy view's ``obj`` becomes the matching NumPy view, which
+    ``host_array`` returns."""
+    obj = view.obj
+    if view.framework == "numpy":
+        base = np.asarray(obj).reshape(-1)[offset:] if offset else np.asarray(obj)
+        obj = np.lib.stride_tricks.as_strided(base, shape, tuple(s * base.itemsize for s in strides),
+                                              writeable=False)
+    return TensorView(view.ptr + offset * view.itemsize, tuple(shape), tuple(strides), view.dtype, view.device_type,
+                      view.device_id, view.framework, obj, view.keepalive, view.writable)
+
+
 # --- ingest ------------------------------------------------------------------------------
 
 def torch_view(t, name: str, takes: str = VALUE_DTYPES_TEXT, output: bool = False) -> TensorView:

@@ -20,6 +20,11 @@ F_SORTED, F_IDX64, F_BEGIN64, F_END64, F_OFF64, F_VALUES, F_NAN_SENTINEL = 1, 2,
 FLAGS = {"DS_F_SORTED": F_SORTED, "DS_F_IDX64": F_IDX64, "DS_F_BEGIN64": F_BEGIN64,
          "DS_F_END64": F_END64, "DS_F_OFF64": F_OFF64, "DS_F_VALUES": F_VALUES,
          "DS_F_NAN_SENTINEL": F_NAN_SENTINEL}
+# The serving options' bits, read by the CUDA kernels only (kernels_cu/common/params.cuh; the
+# Ascend backend refuses these options): row_to_batch and k_per_row int64, indices counted from
+# each row's begin (ragged rows).
+F_R2B64, F_KROW64, F_RELATIVE = 128, 256, 512
+SERVING_FLAGS = {"DS_F_R2B64": F_R2B64, "DS_F_KROW64": F_KROW64, "DS_F_RELATIVE": F_RELATIVE}
 
 # backend -> (source suffix, entry prefix)
 _SOURCES = {"cuda": (".cu", "ds_"), "ascend": (".cpp", "ds_npu_")}
@@ -27,10 +32,13 @@ _SOURCES = {"cuda": (".cu", "ds_"), "ascend": (".cpp", "ds_npu_")}
 
 def flags_of(req) -> int:
     """The flag bits of a ``request.TopkRequest``. Every policy but "propagate" writes the
-    sentinel into NaN rows; the raising ones also pass the kernel a NaN record."""
-    flags = F_SORTED * req.sorted | F_IDX64 * (req.index_dtype == "int64")
+    sentinel into NaN rows; the raising ones also pass the kernel a NaN record. ``k_per_row``
+    sorts by value: a row's best k_i are then its first k_i slots (contract.md)."""
+    flags = F_SORTED * (req.sorted or req.k_per_row is not None) | F_IDX64 * (req.index_dtype == "int64")
     flags |= F_VALUES * req.return_value | F_NAN_SENTINEL * (req.nan_policy != "propagate")
-    for view, bit in ((req.begin, F_BEGIN64), (req.end, F_END64), (req.offsets, F_OFF64)):
+    flags |= F_RELATIVE * req.relative
+    for view, bit in ((req.begin, F_BEGIN64), (req.end, F_END64), (req.offsets, F_OFF64),
+                      (req.row_to_batch, F_R2B64), (req.k_per_row, F_KROW64)):
         if view is not None and view.dtype == "int64":
             flags |= bit
     return flags
@@ -94,5 +102,5 @@ def arch_number(arch: str) -> int:
     return int(arch.removeprefix("compute_").removeprefix("sm_").rstrip("abf"))
 
 
-__all__ = ["KernelSpec", "DTYPE_CODE", "FLAGS", "F_SORTED", "F_IDX64", "F_BEGIN64", "F_END64", "F_OFF64",
-           "F_VALUES", "F_NAN_SENTINEL", "flags_of", "arch_number"]
+__all__ = ["KernelSpec", "DTYPE_CODE", "FLAGS", "SERVING_FLAGS", "F_SORTED", "F_IDX64", "F_BEGIN64", "F_END64", "F_OFF64",
+           "F_VALUES", "F_NAN_SENTINEL", "F_R2B64", "F_KROW64", "F_RELATIVE", "flags_of", "arch_number"]

@@ -24,6 +24,16 @@ struct Params {
     i64 nan_call;           // the call id written with each entry
     i64 split;              // CTAs per row (split rows), else 1
     void* workspace;        // (rows, split, k) composites between split launches, or null
+    // Serving options (row/output.cuh), zero when unused.
+    const int* page_table;  // (batch, max_pages) int32: a row's logical positions -> pages, or null
+    i64 page_row_stride;    // elements
+    i64 page_size;          // > 0 with page_table
+    i64 max_pages;
+    i64 batch;
+    const void* row_to_batch;  // (rows,) int32/int64: a row's page-table row, or null (row i -> i)
+    const void* k_per_row;  // (rows,) int32/int64: slots at and past k_per_row[i] are fills, or null
+    void* out_raw;          // (rows, k) indices before the page lookup, index dtype, or null
+    i64 raw_row_stride;     // elements
 };
 
 #define DS_F_SORTED 1
@@ -33,6 +43,9 @@ struct Params {
 #define DS_F_OFF64 16
 #define DS_F_VALUES 32
 #define DS_F_NAN_SENTINEL 64
+#define DS_F_R2B64 128     // row_to_batch is int64
+#define DS_F_KROW64 256    // k_per_row is int64
+#define DS_F_RELATIVE 512  // indices count from the row's begin (ragged rows)
 
 __device__ __forceinline__ i64 load_i64(const void* p, bool wide, i64 i) {
     return wide ? ((const i64*)p)[i] : (i64)((const int*)p)[i];

@@ -1,5 +1,6 @@
 // Writes one output slot of a row: a selected element, a fill, or the NaN sentinel
-// (contract.md: fills are never offset; the sentinel is 0x3F3F3F3F / NaN in every slot).
+// (contract.md: fills are never offset; the sentinel is 0x3F3F3F3F / NaN in every slot), with
+// the serving options: per-row k, row-relative indices, the page-table lookup, raw indices.
 #pragma once
 #include "common/keys.cuh"
 #include "common/params.cuh"
@@ -9,15 +10,34 @@
 
 struct RowOut {
     i64 row;
-    i64 offset;       // added to valid indices in the output index type
-    bool sentinel;    // the row held NaN and the policy is "sentinel"
-    const bits_t* x;  // the row's input, for NaN payloads
+    i64 offset;        // added to valid indices in the output index type (less begin: DS_F_RELATIVE)
+    i64 kcap;          // slots at and past it are fills (k_per_row[row] clamped to [0, k])
+    const int* pages;  // the row's page-table row, or null (no table, or row_to_batch out of range)
+    bool paged;        // a page table was given
+    bool sentinel;     // the row held NaN and the policy is "sentinel"
+    const bits_t* x;   // the row's input, for NaN payloads
 };
 
 __device__ __forceinline__ RowOut row_out(const Params& p, i64 row, const bits_t* xrow, bool has_nan) {
     RowOut r;
     r.row = row;
     r.offset = p.offsets ? load_i64(p.offsets, p.flags & DS_F_OFF64, row) : 0;
+    if (p.flags & DS_F_RELATIVE) {
+        i64 lo, hi;
+        row_range(p, row, lo, hi);
+        r.offset -= lo;
+    }
+    r.kcap = p.k;
+    if (p.k_per_row) {
+        const i64 kr = load_i64(p.k_per_row, p.flags & DS_F_KROW64, row);
+        r.kcap = kr < 0 ? 0 : (kr > p.k ? p.k : kr);
+    }
+    r.paged = p.page_table != nullptr;
+    r.pages = nullptr;
+    if (r.paged) {
+        const i64 b = p.row_to_batch ? load_i64(p.row_to_batch, p.flags & DS_F_R2B64, row) : row;
+        if (b >= 0 && b < p.batch) r.pages = p.page_table + b * p.page_row_stride;
+    }
     r.sentinel = has_nan && (p.flags & DS_F_NAN_SENTINEL);
     r.x = xrow;
     return r;
@@ -25,12 +45,29 @@ __device__ __forceinline__ RowOut row_out(const Params& p, i64 row, const bits_t
 
 __device__ __forceinline__ void write_slot(const Params& p, const RowOut& r, i64 slot, bool valid, u32 col, u32 key) {
     const bool wide = p.flags & DS_F_IDX64;
-    i64 idx;
-    if (r.sentinel) idx = DS_NAN_SENTINEL_INDEX;
-    else if (valid) idx = wide ? (i64)col + r.offset : (i64)(int)((u32)col + (u32)r.offset);
-    else idx = p.idx_fill;
+    valid = valid && slot < r.kcap;
+    i64 raw = 0, idx = 0;
+    if (valid) raw = wide ? (i64)col + r.offset : (i64)(int)((u32)col + (u32)r.offset);
+    if (valid && r.paged) {
+        // The raw index is the logical position; one outside the row's table is a fill (never
+        // a read past the table).
+        if (r.pages && raw >= 0 && raw < p.max_pages * p.page_size) {
+            const i64 page = r.pages[raw / p.page_size], within = raw % p.page_size;
+            idx = wide ? page * p.page_size + within : (i64)(int)((u32)page * (u32)p.page_size + (u32)within);
+        } else {
+            valid = false;
+        }
+    } else {
+        idx = raw;
+    }
+    if (r.sentinel) raw = idx = DS_NAN_SENTINEL_INDEX;
+    else if (!valid) raw = idx = p.idx_fill;
     if (wide) ((i64*)p.out_idx)[r.row * p.idx_row_stride + slot] = idx;
     else ((int*)p.out_idx)[r.row * p.idx_row_stride + slot] = (int)idx;
+    if (p.out_raw) {
+        if (wide) ((i64*)p.out_raw)[r.row * p.raw_row_stride + slot] = raw;
+        else ((int*)p.out_raw)[r.row * p.raw_row_stride + slot] = (int)raw;
+    }
     if (p.flags & DS_F_VALUES) {
         bits_t v;
         if (r.sentinel) v = (bits_t)DS_CANONICAL_NAN;

@@ -1,0 +1,37 @@
+"""The examples run and pass their own checks: on the CPU (torch CPU tensors, the reference
+backend), and on a GPU (marked gpu)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+RUNS = [("dsa_decode.py", []), ("dsa_decode.py", ["--batch", "5", "--page-size", "1", "--topk", "96"]),
+        ("sample.py", ["--vocab", "4000"])]
+
+
+def run(script: str, args: list[str]) -> str:
+    done = subprocess.run([sys.executable, str(EXAMPLES / script), *args], capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+@pytest.mark.parametrize("script,args", RUNS)
+def test_example_on_the_cpu(script, args):
+    pytest.importorskip("torch")
+    assert " ok on cpu" in run(script, [*args, "--device", "cpu"])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("script,args", RUNS + [("dsa_decode.py", ["--batch", "64", "--max-len", "20000",
+                                                                    "--topk", "2048", "--page-size", "64"])])
+def test_example_on_the_gpu(script, args):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    assert " ok on cuda" in run(script, [*args, "--device", "cuda"])
