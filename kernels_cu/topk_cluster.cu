@@ -28,7 +28,7 @@
 // The grid is rows x p.split CTAs in clusters of p.split; a CTA holds at most DS_THREADS x
 // DS_VECS vectors of its row (deepselect_rt/cuda/plan.py picks DS_VECS so the row fits).
 #include "common/params.cuh"
-#include "block/cluster_histogram.cuh"
+#include "cluster/histogram.cuh"
 #include "block/scan.cuh"
 #include "row/sorted_output.cuh"
 

@@ -1,4 +1,4 @@
-// One-pass streaming top-k (design.md, "The algorithm"): row/stream_range.cuh filters the row
+// One-pass streaming top-k (design.md, "The algorithm"): stream/stream_range.cuh filters the row
 // into a shared candidate buffer, row/finish.cuh selects, sorts and writes the k best.
 //
 // DS_SPLIT chooses how a row maps to CTAs (p.split CTAs per row when split):
@@ -20,9 +20,9 @@
 
 #include "common/params.cuh"
 #include "row/finish.cuh"
-#include "row/stream_range.cuh"
+#include "stream/stream_range.cuh"
 #if DS_SPLIT == 1
-#include "block/cluster.cuh"
+#include "cluster/primitives.cuh"
 #endif
 
 // The warps' vector queues follow Shared, then the ring of blocks (deepselect_rt/cuda/plan.py

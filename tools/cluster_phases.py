@@ -14,7 +14,7 @@ a __device__ array, read back after the call. A step's cycles are the median ove
 median over CTAs (and the median of the slowest CTA); the marks' barriers add ~100 cycles a step
 and make the graph times of that run a little longer, and warp 0's fence.proxy.async before its
 bulk copies waits for the previous mark's global stores (~1,000 cycles more in "push"). The marks go in by text replacement at
-anchors in kernels_cu/topk_cluster.cu and kernels_cu/block/cluster_histogram.cuh: an edit that
+anchors in kernels_cu/topk_cluster.cu and kernels_cu/cluster/histogram.cuh: an edit that
 removes an anchor stops the tool with the anchor's text.
 
 bf16 unless said, int32 indices, no values, nan_policy="sentinel", sorted=False. GPU only;
@@ -80,7 +80,7 @@ EDITS = {
         ("    if (by_value) {\n", "    DS_MARK(6);\n    if (by_value) {\n"),
         ("p.nan_flags[row] = 1;\n    cluster_wait();\n}", "p.nan_flags[row] = 1;\n    cluster_wait();\n    DS_MARK(8);\n}"),
     ],
-    "kernels_cu/block/cluster_histogram.cuh": [
+    "kernels_cu/cluster/histogram.cuh": [
         ("#pragma once\n", "#pragma once\n" + phase_marks.NO_MARKS),
         ("        __syncthreads();  // this CTA's histogram is complete\n",
          "        __syncthreads();  // this CTA's histogram is complete\n        DS_MARK(16 + 4 * passes);\n"),

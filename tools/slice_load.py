@@ -33,7 +33,7 @@ import gpu_tool
 KERNELS = Path(__file__).resolve().parents[1] / "kernels_cu"
 SOURCE = r"""
 #include "common/types.cuh"
-#include "block/cluster.cuh"
+#include "cluster/primitives.cuh"
 
 __device__ __forceinline__ uint4 ldg_256(const uint4* p) {
     uint4 v;

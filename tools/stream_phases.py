@@ -42,7 +42,7 @@ EDITS = {
         ("    finish_row(p, sh, m, k, thr, row, xrow, (u32)lo, (u32)(hi - lo), bm);\n#elif",
          "    finish_row(p, sh, m, k, thr, row, xrow, (u32)lo, (u32)(hi - lo), bm);\n    DS_MARK(5);\n#elif"),
     ],
-    "kernels_cu/row/stream_range.cuh": [
+    "kernels_cu/stream/stream_range.cuh": [
         ("#pragma once\n", "#pragma once\n" + phase_marks.NO_MARKS),
         ("    u32 ahead = start();  // the first blocks load while the sample is selected\n",
          "    u32 ahead = start();  // the first blocks load while the sample is selected\n    DS_MARK(6);\n"),

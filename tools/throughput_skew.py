@@ -50,7 +50,7 @@ def timed(x, k):
 
 def sampled_high(rows, width):
     """Normal rows whose only large values fill the vectors t * vectors // 512 (t < 512): the
-    ones a 256- or 512-thread CTA samples (kernels_cu/row/stream_range.cuh)."""
+    ones a 256- or 512-thread CTA samples (kernels_cu/stream/stream_range.cuh)."""
     a = distributions.make("normal", rows, width, "float32", seed=1)
     cols = gpu_tool.sampled_columns(width, 8, 512)  # bf16: 8 elements a vector
     a[:, cols] = 100 + 1000 * np.random.default_rng(0).random((rows, cols.size))

@@ -2,18 +2,18 @@
 //
 // The range is read once in blocks of DS_LOADS x DS_THREADS 16-byte vectors, visited in a fixed
 // pseudo-random order (so no data order makes it slow), DS_STAGES - 1 blocks ahead through a
-// ring in shared memory (row/vector_ring.cuh). Each element is tested against the
+// ring in shared memory (stream/vector_ring.cuh). Each element is tested against the
 // running threshold T (a composite: key, then lower column): a vector whose packed maximum
-// may reach T is queued (row/vector_queue.cuh), and the queue's vectors, 32 at a time, have
+// may reach T is queued (stream/vector_queue.cuh), and the queue's vectors, 32 at a time, have
 // each element tested; survivors are appended to the buffer. Warps run their own vectors of
 // each block without waiting for one another; they meet for a radix select, which raises T,
 // once the buffer passes its trigger, at the end, and before a pass's blocks.
 #pragma once
 #include "block/scan.cuh"
 #include "row/candidates.cuh"
-#include "row/vector_filter.cuh"
-#include "row/vector_queue.cuh"
-#include "row/vector_ring.cuh"
+#include "stream/vector_filter.cuh"
+#include "stream/vector_queue.cuh"
+#include "stream/vector_ring.cuh"
 
 // A stride in [1, n) coprime with n (n > 1) that spreads consecutive visits across the range.
 __device__ __forceinline__ u32 visit_stride(u32 n) {

@@ -6,7 +6,7 @@
 // H200; a cluster barrier after plain remote stores made every thread wait for their
 // acknowledgement.)
 #pragma once
-#include "block/cluster.cuh"
+#include "cluster/primitives.cuh"
 #include "block/radix_select.cuh"
 
 // Most CTAs a cluster can have (the non-portable size; deepselect_rt/cuda/plan.py MAX_SPLIT).
