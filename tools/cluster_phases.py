@@ -14,7 +14,8 @@ a __device__ array, read back after the call. A step's cycles are the median ove
 median over CTAs (and the median of the slowest CTA); the marks' barriers add ~100 cycles a step
 and make the graph times of that run a little longer, and warp 0's fence.proxy.async before its
 bulk copies waits for the previous mark's global stores (~1,000 cycles more in "push"). The marks go in by text replacement at
-anchors in kernels_cu/topk_cluster.cu and kernels_cu/cluster/histogram.cuh: an edit that
+anchors in kernels_cu/topk_cluster.cu, kernels_cu/cluster/prefilter.cuh and
+kernels_cu/cluster/histogram.cuh: an edit that
 removes an anchor stops the tool with the anchor's text.
 
 bf16 unless said, int32 indices, no values, nan_policy="sentinel", sorted=False. GPU only;
@@ -57,17 +58,6 @@ EDITS = {
         ("    cluster_arrive_relaxed();\n    if (KEYS_AT_LOAD)\n",
          "    cluster_arrive_relaxed();\n    DS_MARK(1);\n    if (KEYS_AT_LOAD)\n"),
         ("    __syncthreads();\n    cluster_wait();", "    __syncthreads();\n    DS_MARK(2);\n    cluster_wait();"),
-        ("    const u32 kc = (k + split - 1) / split;\n",
-         "    DS_MARK(13);\n    const u32 kc = (k + split - 1) / split;\n"),
-        ("    const u32 t0 = sh.t0;\n", "    const u32 t0 = sh.t0;\n    DS_MARK(11);\n"),
-        # The prefilter's steps: the groups' maxima, the least of them, the selects of t_c (and
-        # t_k), the push of the bounds, the bound T0 (mark 11).
-        ("    const auto each_group = [=](auto f) {\n", "    DS_MARK(4);\n    const auto each_group = [=](auto f) {\n"),
-        ("    OneBarrierHistogram<NT> local{sh.prefilter_hist};\n    const u32 tc",
-         "    DS_MARK(5);\n    OneBarrierHistogram<NT> local{sh.prefilter_hist};\n    const u32 tc"),
-        ("    push_to_cluster(sh.bounds, &sh.bounds_arrived,\n", "    DS_MARK(7);\n    push_to_cluster(sh.bounds, &sh.bounds_arrived,\n"),
-        ("                    split, rank);\n    if (threadIdx.x < 32) {\n        mbar_wait(&sh.bounds_arrived, 0);\n",
-         "                    split, rank);\n    DS_MARK(9);\n    if (threadIdx.x < 32) {\n        mbar_wait(&sh.bounds_arrived, 0);\n"),
         ("        rounds = compact(x, valid, t0, k, candidate_keys, cols, sh, cta_v, first, last);\n",
          "        rounds = compact(x, valid, t0, k, candidate_keys, cols, sh, cta_v, first, last);\n"
          "        DS_MARK(12);\n"),
@@ -79,6 +69,20 @@ EDITS = {
          "        const u32 cta = slot_ranks<NT, S>(counts, ranks, sh.warp_totals);\n        DS_MARK(10);\n"),
         ("    if (by_value) {\n", "    DS_MARK(6);\n    if (by_value) {\n"),
         ("p.nan_flags[row] = 1;\n    cluster_wait();\n}", "p.nan_flags[row] = 1;\n    cluster_wait();\n    DS_MARK(8);\n}"),
+    ],
+    "kernels_cu/cluster/prefilter.cuh": [
+        ("#pragma once\n", "#pragma once\n" + phase_marks.NO_MARKS),
+        ("    const u32 kc = (k + split - 1) / split;\n",
+         "    DS_MARK(13);\n    const u32 kc = (k + split - 1) / split;\n"),
+        ("    const u32 t0 = sh.t0;\n", "    const u32 t0 = sh.t0;\n    DS_MARK(11);\n"),
+        # The prefilter's steps: the groups' maxima, the least of them, the selects of t_c (and
+        # t_k), the push of the bounds, the bound T0 (mark 11).
+        ("    const auto each_group = [=](auto f) {\n", "    DS_MARK(4);\n    const auto each_group = [=](auto f) {\n"),
+        ("    OneBarrierHistogram<NT> local{sh.prefilter_hist};\n    const u32 tc",
+         "    DS_MARK(5);\n    OneBarrierHistogram<NT> local{sh.prefilter_hist};\n    const u32 tc"),
+        ("    push_to_cluster(sh.bounds, &sh.bounds_arrived,\n", "    DS_MARK(7);\n    push_to_cluster(sh.bounds, &sh.bounds_arrived,\n"),
+        ("                    split, rank);\n    if (threadIdx.x < 32) {\n        mbar_wait(&sh.bounds_arrived, 0);\n",
+         "                    split, rank);\n    DS_MARK(9);\n    if (threadIdx.x < 32) {\n        mbar_wait(&sh.bounds_arrived, 0);\n"),
     ],
     "kernels_cu/cluster/histogram.cuh": [
         ("#pragma once\n", "#pragma once\n" + phase_marks.NO_MARKS),
