@@ -34,17 +34,6 @@
 #include "cluster/prefilter.cuh"
 #include "row/sorted_output.cuh"
 
-// Step 3's packing of a count of elements above K (fewer than k <= KMAX in a CTA) over one of
-// ties (at most 1024 x 64 elements).
-constexpr u32 TIE_BITS = 20, TIE_MASK = (1u << TIE_BITS) - 1;
-static_assert(KMAX <= (1u << (32 - TIE_BITS)) && NT * V * DS_VEC <= TIE_MASK, "counts fit their fields");
-
-// A count of vector slots as a type (stage_winners' template argument).
-template <int N>
-struct Slots {
-    static constexpr int value = N;
-};
-
 extern "C" __global__ void __launch_bounds__(DS_THREADS, 1) DS_ENTRY(const Params p) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     Shared& sh = *reinterpret_cast<Shared*>(smem_raw);

@@ -11,6 +11,17 @@ constexpr int V = DS_VECS;
 constexpr int KMAX = 4096;
 static_assert(V * DS_VEC <= 64, "one 64-bit mask per thread marks its elements");
 
+// Step 3's packing of a count of elements above K (fewer than k <= KMAX in a CTA) over one of
+// ties (at most 1024 x 64 elements).
+constexpr u32 TIE_BITS = 20, TIE_MASK = (1u << TIE_BITS) - 1;
+static_assert(KMAX <= (1u << (32 - TIE_BITS)) && NT * V * DS_VEC <= TIE_MASK, "counts fit their fields");
+
+// A count of vector slots as a type (stage_winners' template argument).
+template <int N>
+struct Slots {
+    static constexpr int value = N;
+};
+
 // Elements a thread holds from which a first select over the threads' maxima pays for its
 // cluster passes: every later pass then skips almost every element (1 x 1M bf16, k = 2048,
 // 64 a thread: the histograms of all elements cost most of the kernel's time).
