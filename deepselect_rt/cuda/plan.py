@@ -33,7 +33,7 @@ _BOUNDED_ROOM_PER_THREAD = 2
 # (few_rows_tuning).
 _FEW_ROWS_LONGEST = 1 << 19
 
-# Bytes of kernels_cu/topk_cluster.cu's Shared struct at 1024 threads (its COLS_OFFSET), rounded
+# Bytes of kernels_cu/cluster/shared.cuh's Shared struct at 1024 threads (its COLS_OFFSET), rounded
 # up; the compacting tiers' candidates and the gather buffer follow (radix_smem_bytes).
 _RADIX_SCRATCH_BYTES = 41984
 # Vectors a thread up to which topk_cluster.cu turns a CTA's elements into keys once, at the load
