@@ -84,8 +84,7 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS, 1) DS_ENTRY(const Param
     }
     // The mbarriers of the pushes, before the cluster barrier whose wait (below) lets the pushes
     // begin: then every CTA has started and initialised them. After the loads are issued, whose
-    // latency it then overlaps: before them it took ~1,300 cycles, and the CTAs' totals fell
-    // 680-1,260 cycles with it here (clock64 marks, H200, five shapes).
+    // latency it then overlaps (before them it was a visible share of a CTA's time).
     if (threadIdx.x == 0) mbar_init(&sh.bounds_arrived, 1);
     ClusterHistogram<NT>::init(sh.hist);
     cluster_arrive_relaxed();
@@ -215,8 +214,8 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS, 1) DS_ENTRY(const Param
     const u32 prefix = (u32)d.prefix, mask = (u32)d.mask;
     if (!settled && hist.counting()) hist.place(sh.sel, d.remaining);
     const bool by_value = p.flags & DS_F_SORTED;
-    // Unsorted, the CTAs meet once more before they exit: then none has a copy to another in
-    // flight (the exchanges of counts once did that). Sorted, they meet at CTA 0's gather.
+    // Unsorted, the CTAs meet once more before they exit: then none exits while a copy to it
+    // may be in flight. Sorted, they meet at CTA 0's gather.
     if (!by_value) cluster_arrive_relaxed();
 
     // The row's output slot of this CTA's first winner: a row of at most k elements takes every
@@ -268,15 +267,13 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS, 1) DS_ENTRY(const Param
             if (u >= slots) break;
             u32 a = start + (ranks[u] >> TIE_BITS), t = ranks[u] & TIE_MASK;
             // Only the slot's winners, in column order, by their bits: a loop over every element
-            // ran in nearly every warp, most lanes idle (8 x 128K bf16, k = 2048: ~20% of the
-            // kernel's instructions, ncu). A slot with no element above K and none of the ties
-            // taken writes nothing: with heavy ties at K (all equal, mostly -inf) that is every
-            // slot but the first ties' (1 x 1M bf16 all equal, k = 2048: this step was 15,600 of
-            // 100,800 cycles, H200).
+            // ran in nearly every warp, most lanes idle. A slot with no element above K and none
+            // of the ties taken writes nothing: with heavy ties at K (all equal, mostly -inf) that
+            // is every slot but the first ties', where this step was otherwise a large share of
+            // the row's time.
             if (!(counts[u] >> TIE_BITS) && (!(counts[u] & TIE_MASK) || t >= take)) continue;
             const Vec v = slot(u);
-            // The masks again, not kept from step 3: held across slot_ranks they spilled more
-            // (float32's 512 x 16 tier 23 -> 28 LDL/STL, bf16's 1024 x 8 20 -> 23).
+            // The masks again, not kept from step 3: held across slot_ranks they spilled more.
             const u32 h = slot_hits(v, u), above = h & 0xffffu;
             u32 left = above | (t < take ? h >> 16 : 0);
             const u32 col = slot_vec(u) * DS_VEC - mis;

@@ -14,9 +14,8 @@ a __device__ array, read back after the call. A step's cycles are the median ove
 median over CTAs (and the median of the slowest CTA); the marks' barriers add ~100 cycles a step
 and make the graph times of that run a little longer, and warp 0's fence.proxy.async before its
 bulk copies waits for the previous mark's global stores (~1,000 cycles more in "push"). The marks go in by text replacement at
-anchors in kernels_cu/topk_cluster.cu, kernels_cu/cluster/prefilter.cuh and
-kernels_cu/cluster/histogram.cuh: an edit that
-removes an anchor stops the tool with the anchor's text.
+anchors in kernels_cu/topk_cluster.cu, kernels_cu/cluster/prefilter.cuh and kernels_cu/cluster/histogram.cuh:
+an edit that removes an anchor stops the tool with the anchor's text.
 
 bf16 unless said, int32 indices, no values, nan_policy="sentinel", sorted=False. GPU only;
 prints tables."""

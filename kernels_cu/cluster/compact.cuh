@@ -18,7 +18,8 @@ __device__ __forceinline__ void clear_keys(Vec& kv, u32 t0, u32 bits) {
     }
 }
 
-// The bits of vector vi's elements within the row's [first, last) (vectors counted as in step 1).
+// The bits of vector vi's elements within the row's [first, last) (vectors counted as in
+// topk_cluster.cu's step 1).
 __device__ __forceinline__ u32 row_bits(u32 vi, u32 first, u32 last) {
     const u32 base = vi * DS_VEC;
     const u32 lo = first > base ? min(first - base, (u32)DS_VEC) : 0;
@@ -47,12 +48,11 @@ __device__ __forceinline__ u32 at_or_above(const Vec& raw, u32 bits, u32 t0, boo
 // rank higher (a larger key, or the same key and a lower column), so none is a winner, and
 // the elements above K are all kept. For rows where most vectors reach T0 because many elements
 // share its key (all equal, few distinct values, mostly -inf), which the prefilter keeps whole:
-// the compaction, the passes and the counts then went over every vector (1 x 1M bf16 all equal,
-// k = 2048: 68,300 cycles a CTA, 46,300 with this, against 29,600 for normal rows, H200). The
-// ranks are slot_ranks' over counts packed 4 bits a vector (at most 8), the flags a bit a
-// vector: slot_ranks itself, over arrays of counts and ranks, spilled in float32's 512 x 16 tier
-// (0 -> 8 bytes), and counts made again from the raw values after the barrier spilled 300 bytes
-// in the 1024 x 8 tiers (sm_90a).
+// the compaction, the passes and the counts then went over every vector, and such rows took over
+// twice normal rows' time. The ranks are slot_ranks' over counts packed 4 bits a vector (at most
+// 8), the flags a bit a vector: slot_ranks itself, over arrays of counts and ranks, spilled in
+// float32's 512 x 16 tier, and counts made again from the raw values after the barrier spilled
+// heavily in the 1024 x 8 tiers.
 __device__ __forceinline__ void drop_late_ties(const Vec (&x)[V], u64& valid, u32 t0, u32 k, u32* warp_totals) {
     static_assert(V <= 16 && DS_VEC <= 8, "a count of 0..8 a vector in 4 bits of a u64");
     u64 counts = 0;
@@ -79,15 +79,14 @@ __device__ __forceinline__ void drop_late_ties(const Vec (&x)[V], u64& valid, u3
 // The prefiltered tiers' vectors left in `valid` move to shared memory in column order:
 // keys[i] and cols[i] (its vector offset in the CTA's slice, from vector cta_v on). From then
 // on slot u of lane l of warp w is candidate (w x rounds + u) x 32 + l, rounds = ceil(count /
-// NT): slot_ranks' column order still holds, and the few vectors left (1M-element rows, k =
-// 2048: ~2,500 of 131,072) fill a few warps a CTA, one slot each, where each later pass, the
+// NT): slot_ranks' column order still holds, and the few vectors left (a few percent at
+// 1M-element rows, k = 2048) fill a few warps a CTA, one slot each, where each later pass, the
 // counts and the winners went over all 64 elements of every thread. There each thread turns
 // its candidates into keys, with key 0 (a NaN's pattern, no element's key) for the elements
 // outside the row or below t0 (below K: neither winners nor in K's bucket): done before the
-// move, on every vector a thread holds (the stores are predicated), that cost ~2,800 issue
-// cycles of each SM sub-partition (1 x 1M bf16, ncu). Where more vectors than threads are left,
-// drop_late_ties or raise_bound first clears those no winner can come from. `valid` becomes the
-// candidates' (nonzero keys). Returns rounds.
+// move, on every vector a thread holds (the stores are predicated), that cost many more issue
+// cycles. Where more vectors than threads are left, drop_late_ties or raise_bound first clears
+// those no winner can come from. `valid` becomes the candidates' (nonzero keys). Returns rounds.
 __device__ __forceinline__ u32 compact(const Vec (&x)[V], u64& valid, u32 t0, u32 k, uint4* keys, u16* cols, Shared& sh,
                                        u32 cta_v, u32 first, u32 last) {
     const u32 lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -110,10 +109,9 @@ __device__ __forceinline__ u32 compact(const Vec (&x)[V], u64& valid, u32 t0, u3
     // (all equal, the top value more than k times) or -inf's (fewer than k finite). Normal rows
     // keep a few hundred a CTA (1M-element rows, k = 2048), but with one maximum a thread
     // thousands where a CTA's share of k is its thread count (clusters of two at k = 2048, T0
-    // near the least thread maximum, before the small-cluster variant), with almost nothing to
-    // drop. Elsewhere T0 is weak for this CTA's slice: a bound of its own (not where the
-    // small-cluster variant's T0 already holds every CTA's t_k, and only while 4 x NT quarters
-    // hold rank k).
+    // near the least thread maximum), with almost nothing to drop. Elsewhere T0 is weak for this
+    // CTA's slice: a bound of its own (not where the small-cluster variant's T0 already holds
+    // every CTA's t_k, and only while 4 x NT quarters hold rank k).
     if (count > NT && (t0 == sh.top || t0 == key_of((bits_t)DS_NEG_INF_WORD))) {
         drop_late_ties(x, valid, t0, k, sh.warp_totals);
         count = rank_kept();

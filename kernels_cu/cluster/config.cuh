@@ -23,17 +23,16 @@ struct Slots {
 };
 
 // Elements a thread holds from which a first select over the threads' maxima pays for its
-// cluster passes: every later pass then skips almost every element (1 x 1M bf16, k = 2048,
-// 64 a thread: the histograms of all elements cost most of the kernel's time).
-// (deepselect_rt/cuda/plan.py's RADIX_COMPACT_ELEMS: these tiers need the shared memory below.)
+// cluster passes: every later pass then skips almost every element (at 64 a thread the
+// histograms of all elements cost most of the kernel's time). (deepselect_rt/cuda/variants.py's
+// RADIX_COMPACT_ELEMS: these tiers need the candidates' shared memory of cluster/shared.cuh.)
 constexpr int PREFILTER_ELEMS = 32;
 constexpr bool PREFILTERED = V * DS_VEC >= PREFILTER_ELEMS;
 // The variant for clusters of two at k >= 2048 where the prefilter runs (deepselect_rt/cuda/
 // variants.py small_cluster) prefilters with up to four groups' maxima a thread and a key t_k at
 // or below k of them (prefilter). A variant of its own: built into every plan, that code spilled
-// registers of the 1024 x 8 tier where it did not even run (its own 1024 x 8 build spills 8 / 24
-// bytes, the other none; ptxas sm_90a), and its cost (~3 us a row) lost at k <= 1024 what the
-// tighter bound saved (docs/benchmarks.md, session 24).
+// registers of the 1024 x 8 tier where it did not even run, and at k <= 1024 its cost outweighed
+// what the tighter bound saved.
 #ifndef DS_SMALL_CLUSTER
 #define DS_SMALL_CLUSTER 0
 #endif
@@ -46,8 +45,7 @@ static_assert(!SMALL_CLUSTER || V >= 4, "the small-cluster prefilter folds quart
 // (deepselect_rt/cuda/plan.py's RADIX_KEYED_VECTORS.)
 constexpr bool KEYS_AT_LOAD = V <= 2;
 // The loops over slots after the compaction run over `rounds` slots, not unrolled: unrolled over
-// all 8 x 8 elements of the 1M-element tier, the kernel's code outgrew the instruction cache
-// (ncu: 31% of the stall samples waiting for instructions).
+// all 8 x 8 elements of the 1M-element tier, the kernel's code outgrew the instruction cache.
 constexpr int SLOT_UNROLL = PREFILTERED ? 1 : V;
 constexpr bool KEYED = KEYS_AT_LOAD || PREFILTERED;
 // The window pass's keys drop their low WINDOW_SHIFT bits, keeping the sign, 8 exponent and 7

@@ -5,9 +5,7 @@
 #include "cluster/elements.cuh"
 
 // The packed maxima of the quarters of a thread's vectors (V >= 4 in the prefiltered tiers, which
-// alone call it), at compile-time indices: a select a quarter for each vector took the
-// small-cluster variant's step 2,732 cycles a CTA, this 2,284 (64 x 128K bf16 k=2048, clock64
-// marks, H200 session 25).
+// alone call it), at compile-time indices: faster than a select of the quarter for each vector.
 __device__ __forceinline__ void fold_quarters(const Vec (&x)[V], u32 (&q)[4]) {
 #pragma unroll
     for (int i = 0; i < 4; ++i) q[i] = DS_NEG_INF_WORD;
@@ -41,19 +39,18 @@ __device__ __forceinline__ u32 cta_bound(EachKey each_key, u32 rank, OneBarrierH
 // of NT x g where m_c >= t, k where t_k >= t, kc where t_c >= t) number at least k is such a
 // bound, as they are distinct elements, and T0 is the largest t among the pushed keys. The
 // least t_c always qualifies; m_c serves rows whose largest values lie in a few CTAs' slices
-// (ascending rows: there the least t_c kept nearly every vector of the other CTAs, 1 x 1M bf16
-// k = 2048 took 54.6 us where the select over the cluster's histograms took 41); t_k does where
-// one CTA of two holds most of them (the real indexer rows, whose late columns score high: at
-// k = 2048 the least t_c kept up to 7,500 vectors a CTA, t_k 1,900-3,000, NumPy model). g makes the
-// ranks about a quarter of the groups holding an element: in clusters of two a CTA's share of
-// k = 2048 is its thread count, where the threads' maxima kept ~5,200 of 8,192 vectors of
-// normal rows and four groups ~1,100; causal rows fill half their tier's threads. (Groups
-// without an element offer -inf, counted only when t, and so T0, is at or below -inf's key, the
-// least key of an element, and then nothing is cleared.) The selects stay in each CTA and the
-// cluster exchanges a uint4 a CTA: the same select over the cluster's summed histograms took two
-// exchanges, ~4,600 cycles each (1 x 1M bf16, H200). The select that follows sees every element
-// at or above T0, so it finds the same K; whole vectors are cleared, and the elements below T0
-// left in a kept vector are selected over like any other. per: the vectors of the CTA's slice.
+// (ascending rows: there the least t_c kept nearly every vector of the other CTAs, slower than
+// no prefilter at all); t_k does where one CTA of two holds most of them (the real indexer rows,
+// whose late columns score high: there the least t_c kept several times t_k's vectors). g makes
+// the ranks about a quarter of the groups holding an element: in clusters of two a CTA's share
+// of k = 2048 is its thread count, where the threads' maxima kept most vectors of normal rows
+// and four groups few; causal rows fill half their tier's threads. (Groups without an element
+// offer -inf, counted only when t, and so T0, is at or below -inf's key, the least key of an
+// element, and then nothing is cleared.) The selects stay in each CTA and the cluster exchanges
+// a uint4 a CTA: the same select over the cluster's summed histograms took two slow exchanges.
+// The select that follows sees every element at or above T0, so it finds the same K; whole
+// vectors are cleared, and the elements below T0 left in a kept vector are selected over like
+// any other. per: the vectors of the CTA's slice.
 __device__ __forceinline__ u32 prefilter(const Vec (&x)[V], u64& valid, u32 top_key, u32 k, u32 split, u32 rank,
                                          u32 per, Shared& sh) {
     const u32 kc = (k + split - 1) / split;
@@ -65,10 +62,9 @@ __device__ __forceinline__ u32 prefilter(const Vec (&x)[V], u64& valid, u32 top_
         while (groups < 4 && groups < want) groups <<= 1;
     // The groups' maxima as keys: the thread's largest key where it is one group (every plan but
     // the small-cluster variant's); else the packed maxima of the quarters of its vectors (V >= 4
-    // in the variant's tiers), paired for two groups. (Made from every vector's key in the
-    // 1M-element rows' clusters of 16, they added ~170 instructions a thread, and the prefilter
-    // step took 9,700 cycles a CTA where it had taken 5,800; folded with a select a group for
-    // each vector, 2,700 cycles at 64 x 128K: clock64 marks, H200.)
+    // in the variant's tiers), paired for two groups. (Made from every vector's key they added
+    // many instructions a thread and slowed the prefilter of the 1M-element rows' clusters of
+    // 16 by more than half.)
     u32 ga = top_key, gb = 0, gc = 0, gd = 0;
     if (SMALL_CLUSTER && groups > 1) {
         u32 q[4];
@@ -104,8 +100,8 @@ __device__ __forceinline__ u32 prefilter(const Vec (&x)[V], u64& valid, u32 top_
         mbar_wait(&sh.bounds_arrived, 0);
         __syncwarp();  // this CTA's own bounds, stored by lane `rank`
         // Lane c holds t_c (and t_k), lane 16 + c m_c: each counts the maxima known at or above
-        // them, from the others' by shuffles (a loop of 16-byte loads of sh.bounds took 0.5-1.6 us
-        // more at split 16, 1 x 1M and 8 x 1M bf16, session 25).
+        // them, from the others' by shuffles (a loop of 16-byte loads of sh.bounds was slower at
+        // large splits).
         const u32 lane = threadIdx.x, c = lane & 15, all = NT * groups;
         const u32 t = c < split ? (lane < 16 ? sh.bounds[c].x : sh.bounds[c].y) : 0;
         const u32 t2 = SMALL_CLUSTER && lane < 16 && c < split ? sh.bounds[c].w : 0;
@@ -133,9 +129,8 @@ __device__ __forceinline__ u32 prefilter(const Vec (&x)[V], u64& valid, u32 top_
 // elements, so t is at or below the row's k-th largest, like T0). This CTA's bound, not the
 // cluster's: only the vectors it keeps change, T0 (the window pass's start) does not. For rows
 // whose largest values lie mostly in one CTA's slice, where the cluster's bound comes from the
-// others' (the real indexer rows at 64 rows, clusters of two, k = 512: T0 kept 933-3,456 vectors
-// in the late columns' CTA, this 541-578, NumPy model of the four rows; those 64 rows took 29.5 ->
-// 24.9 us at k = 512, 33.3 -> 28.7 at 1024, ascending rows 38.7 -> 25.8, H200 session 26).
+// others' (the real indexer rows in clusters of two, ascending rows): there T0 kept several
+// times the vectors this bound keeps in that CTA, and such rows ran markedly faster with it.
 // Normal rows keep fewer vectors than threads and never run it. The prefilter's arrays are free
 // again: its last picks came before the barrier that published T0.
 __device__ __forceinline__ void raise_bound(const Vec (&x)[V], u64& valid, u32 k, Shared& sh) {
