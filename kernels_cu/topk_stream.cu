@@ -1,4 +1,4 @@
-// One-pass streaming top-k (design.md, "The algorithm"): row/stream_range.cuh filters the row
+// One-pass streaming top-k (design.md, "The algorithm"): stream/stream_range.cuh filters the row
 // into a shared candidate buffer, row/finish.cuh selects, sorts and writes the k best.
 //
 // DS_SPLIT chooses how a row maps to CTAs (p.split CTAs per row when split):
@@ -20,27 +20,11 @@
 
 #include "common/params.cuh"
 #include "row/finish.cuh"
-#include "row/stream_range.cuh"
+#include "stream/layout.cuh"
+#include "stream/stream_range.cuh"
 #if DS_SPLIT == 1
-#include "block/cluster.cuh"
+#include "cluster/primitives.cuh"
 #endif
-
-// The warps' vector queues follow Shared, then the ring of blocks (deepselect_rt/cuda/plan.py
-// stream_smem_bytes: the candidate buffer, _STREAM_SCRATCH_BYTES, 40 bytes a thread, the ring).
-constexpr u32 QUEUE_OFFSET = (sizeof(Shared) + 15) / 16 * 16;
-constexpr u32 RING_OFFSET = QUEUE_OFFSET + sizeof(VectorQueue);
-static_assert(QUEUE_OFFSET <= sizeof(u64) * CAP + 1088, "plan.py's _STREAM_SCRATCH_BYTES covers Shared");
-static_assert(sizeof(VectorQueue) == 40 * DS_THREADS && RING_OFFSET % 16 == 0, "plan.py's queue bytes");
-static_assert(sizeof(VectorRing) == 16 * DS_STAGES * DS_LOADS * DS_THREADS, "plan.py's ring bytes");
-
-// Slice `c` of `s` of [lo, hi): whole 16-byte vectors of the row except at its ends, so every
-// slice but the row's own edges starts aligned when the row does.
-__device__ __forceinline__ void slice_of(i64& lo, i64& hi, u32 s, u32 c) {
-    const i64 per = ((hi - lo + s - 1) / s + DS_VEC - 1) / DS_VEC * DS_VEC;
-    const i64 a = lo + per * c;
-    lo = a < hi ? a : hi;
-    hi = a + per < hi ? a + per : hi;
-}
 
 extern "C" __global__ void __launch_bounds__(DS_THREADS, DS_MIN_CTAS) DS_ENTRY(const Params p) {
     extern __shared__ __align__(16) unsigned char smem_raw[];

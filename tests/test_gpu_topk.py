@@ -110,7 +110,7 @@ def test_sampled_threshold_too_high(dtype, k):
     """The streaming kernel estimates its first threshold from one 16-byte vector a thread
     spread evenly over the row. Here those vectors, for 256 and for 512 threads, hold the row's
     only large values, fewer than k of them reach the estimate, and the row is streamed again:
-    from a second estimate (retry_rank, kernels_cu/row/stream_range.cuh) where its rank stays
+    from a second estimate (retry_rank, kernels_cu/stream/stream_range.cuh) where its rank stays
     below k and half the sample (bf16 and float16 at k = 600 and 1024, float32 at 600), else
     from 0."""
     rows, width = 256, 131072
@@ -126,7 +126,7 @@ def test_sampled_threshold_too_high(dtype, k):
 def test_sampled_estimate_retried(dtype, k):
     """When a row holds fewer than k elements at or above the sampled estimate, the streaming
     kernel streams it again from a second estimate whose rank follows the row's own count
-    (retry_rank, kernels_cu/row/stream_range.cuh), and once more from 0 if that one is too high
+    (retry_rank, kernels_cu/stream/stream_range.cuh), and once more from 0 if that one is too high
     as well. In a batch that runs one CTA a row of the k bucket's tuning (256 threads; on an
     H200 265 rows, where 264 would take the 512-thread few-rows tuning), its sampled vectors
     hold values of 10-20 and the rest of the row normal ones, but for h huge values (100-200)
@@ -158,7 +158,7 @@ def test_sampled_estimate_retried(dtype, k):
 @pytest.mark.parametrize("k", [512, 2048])
 def test_sampled_threshold_of_ties(dtype, k):
     """Where the sample's estimate falls on a key shared by many sampled elements, the estimate
-    bounds the column too: the r-th such tie in column order (kernels_cu/row/stream_range.cuh).
+    bounds the column too: the r-th such tie in column order (kernels_cu/stream/stream_range.cuh).
     Four kinds of rows, in a batch that runs one CTA a row of the k bucket's tuning, at whose
     sampled vectors the values lie: few distinct values and all equal (ties spread evenly); one
     value only at the sampled vectors, a lower one elsewhere (the estimate's column is too low,
@@ -209,7 +209,7 @@ def test_stream_appends_past_the_buffer_room(dtype, k):
 @pytest.mark.parametrize("k", [512, 2048])
 def test_stream_warps_append_unevenly(dtype, k):
     """The streaming kernel's warps run their share of each block without waiting for one
-    another and meet only for a select or at the end (kernels_cu/row/stream_range.cuh). Here
+    another and meet only for a select or at the end (kernels_cu/stream/stream_range.cuh). Here
     the large values lie in one warp's share of every block (ascending, so T keeps rising and
     that warp appends, fills the buffer and holds survivors while the others stream ahead):
     warp 0's share in half the rows, the last warp's in the other half, the warps being those

@@ -221,9 +221,9 @@ def test_small_cluster_variants():
 def test_radix_constants_match_the_kernel():
     # plan.py and variants.py size topk_cluster.cu's shared memory and pick its variants from two
     # of its constants.
-    source = (resources.cuda_source_dir() / "topk_cluster.cu").read_text()
-    assert f"constexpr int PREFILTER_ELEMS = {RADIX_COMPACT_ELEMS};" in source
-    assert f"static_assert(COLS_OFFSET <= {P._RADIX_SCRATCH_BYTES}," in source
+    kernels = resources.cuda_source_dir() / "cluster"
+    assert f"constexpr int PREFILTER_ELEMS = {RADIX_COMPACT_ELEMS};" in (kernels / "config.cuh").read_text()
+    assert f"static_assert(COLS_OFFSET <= {P._RADIX_SCRATCH_BYTES}," in (kernels / "shared.cuh").read_text()
 
 
 def test_few_rows_tuning_where_it_takes_no_more_waves():

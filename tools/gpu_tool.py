@@ -33,7 +33,7 @@ def int_list(text: str) -> list[int]:
 def sampled_columns(width: int, vec: int, threads: int, pad: int = 0):
     """The columns of the 16-byte vectors (``vec`` elements each) that the streaming kernel's
     ``threads``-thread CTA samples for its first threshold in a row of ``width`` columns that
-    starts 16-byte aligned: vector t * vectors // threads (kernels_cu/row/stream_range.cuh); with
+    starts 16-byte aligned: vector t * vectors // threads (kernels_cu/stream/stream_range.cuh); with
     ``pad``, that many vectors more on either side (rows that start unaligned sample vectors
     shifted by less than two). A NumPy array of column indices within the row."""
     import numpy as np

@@ -23,7 +23,7 @@ from .variants import (RADIX_TIERS, SPLIT_CLUSTER, SPLIT_RADIX, SPLIT_WORKSPACE,
 # Bytes of SelectScratch, the step counters and the shared count beside the candidate buffer in
 # kernels_cu/row/candidates.cuh's Shared struct (256 + 4 u32, 3 u32, alignment), rounded up.
 _STREAM_SCRATCH_BYTES = 1088
-# kernels_cu/row/vector_queue.cuh: 64 x (16-byte vector + 4-byte index) per warp of 32 threads.
+# kernels_cu/stream/vector_queue.cuh: 64 x (16-byte vector + 4-byte index) per warp of 32 threads.
 _QUEUE_BYTES_PER_THREAD = 40
 # kernels_cu/row/candidates.cuh's CAP is 2 * kmax + ROOM less these entries (so that three CTAs
 # of 256 x 2 with a 3-block ring fit an H200 SM); ROOM is one block, or, with DS_BOUNDED_ROOM,
@@ -34,7 +34,7 @@ _BOUNDED_ROOM_PER_THREAD = 2
 # (few_rows_tuning).
 _FEW_ROWS_LONGEST = 1 << 19
 
-# Bytes of kernels_cu/topk_cluster.cu's Shared struct at 1024 threads (its COLS_OFFSET), rounded
+# Bytes of kernels_cu/cluster/shared.cuh's Shared struct at 1024 threads (its COLS_OFFSET), rounded
 # up; the compacting tiers' candidates and the gather buffer follow (radix_smem_bytes).
 _RADIX_SCRATCH_BYTES = 41984
 # Vectors a thread up to which topk_cluster.cu turns a CTA's elements into keys once, at the load
@@ -77,7 +77,7 @@ def stream_smem_bytes(variant: KernelSpec) -> int:
     bytes each) plus ROOM (one block of threads x loads 16-byte vectors, or two a thread with
     DS_BOUNDED_ROOM), the select scratch, the warps' vector queues (64 vectors and their indices
     a warp: 40 bytes a thread) and the ring of ``stages`` blocks that loads ahead
-    (kernels_cu/row/vector_ring.cuh; none for topk_merge.cu)."""
+    (kernels_cu/stream/vector_ring.cuh; none for topk_merge.cu)."""
     extra = dict(variant.extra)
     vectors = variant.threads * extra["DS_LOADS"]
     ring = 16 * vectors * extra.get("DS_STAGES", 0)

@@ -32,9 +32,8 @@ constexpr u32 APPEND_MISSED = ~0u;
 // Bounded: only if they all end at or below `cap`; else the warp zeroes its claim's part below
 // `cap` (0 is no element: never selected, nothing stale left) and returns APPEND_MISSED. Claims
 // are handed out in order, so the ones that fit are a prefix. Every lane of the warp calls it.
-// Every lane learns the claim's total by a second shuffle: with lane 31 alone deciding the miss
-// (a bit of the shuffled claim), float32 at k = 512 read 0.88x (4096 x 129280: 694 us against
-// the previous run's 608, H200, docs/benchmarks.md session 13; bf16 did not move).
+// Every lane learns the claim's total by a second shuffle: letting lane 31 alone decide the miss
+// (a bit of the shuffled claim) measured slower for float32.
 template <int N, bool Bounded = false, class Comp>
 __device__ __forceinline__ u32 warp_append(Comp comp, u32 pass, u64* buf, u32 base, u32* counter, u32 cap = 0) {
     const u32 n = __popc(pass);

@@ -5,8 +5,7 @@
 // Each warp holds a run of 32 x E elements (element j x 32 + lane of the run in slot j of that
 // lane), so strides below 32 go through shuffles, strides below the run within a thread, and
 // only longer strides through shared memory, one barrier each. Sorting in shared memory alone
-// took a barrier per stride: a quarter of 4096 x 128K bf16 rows' time at k = 2048 (Nsight
-// Compute).
+// took a barrier per stride, a large share of a row's time at large k.
 #pragma once
 #include "common/types.cuh"
 

@@ -36,10 +36,10 @@ __device__ __forceinline__ void pick_digit(SelectScratch& s, u32 remaining) {
 }
 
 // Adds 1 to hist[bin] if `active`: one shared atomic a lane. Grouping a warp's lanes by bin first
-// (match_any, or a ballot for a warp-wide bin) cost more than the atomics' serialisation, even on
-// rows of few distinct values (docs/benchmarks.md, session 22); so did one add for each of a
-// warp's first four bins, found by ballots, in the cluster prefilter's top digit, where the
-// threads' maxima share a few binades (its selects 4,100 -> 5,550 cycles, session 25).
+// (match_any, or a ballot for a warp-wide bin) measured slower than the atomics' serialisation,
+// even on rows of few distinct values; so did one add for each of a warp's first four bins,
+// found by ballots, in the cluster prefilter's top digit, where the threads' maxima share a few
+// binades.
 __device__ __forceinline__ void hist_add(u32* hist, u32 bin, bool active) {
     if (active) atomicAdd(&hist[bin], 1u);
 }
@@ -117,8 +117,8 @@ __device__ __forceinline__ Pick warp_pick(const u32* hist, u32 remaining) {
 // picks the digit itself (warp_pick), and three arrays rotate, pass p filling hist[p % 3]: pass
 // p's pick zeroes hist[(p + 2) % 3], whose last reads, pass p - 1's picks, every warp made
 // before pass p's barrier, and pass p + 1's barrier orders the zeroes before pass p + 2's
-// fill. (1 x 1M bf16, the cluster prefilter's select over 1,024 maxima: warp 0's pick and the
-// barriers around it held the other warps ~1,000 cycles a pass, H200.)
+// fill. (Over few keys, as the cluster prefilter's select, warp 0's pick and the barriers around
+// it held the other warps for much of a pass.)
 template <int NT>
 struct OneBarrierHistogram {
     u32 (&hist)[3][256];

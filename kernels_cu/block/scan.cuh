@@ -2,7 +2,7 @@
 #pragma once
 #include "warp/scan.cuh"
 
-// The CTA-wide part of ranks in column order (slot_ranks; compact in topk_cluster.cu): adds to
+// The CTA-wide part of ranks in column order (slot_ranks; cluster/compact.cuh): adds to
 // base[] the flagged elements of the warps before this one (`run`: this warp's); returns the
 // CTA's total.
 template <int NT, int V>

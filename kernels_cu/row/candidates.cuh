@@ -21,13 +21,10 @@ constexpr int NT = DS_THREADS;
 // DS_KMAX more before the next one, and ROOM past that select trigger (deepselect_rt/cuda/plan.py
 // mirrors this size): a whole block, so any step's survivors fit, or, with DS_BOUNDED_ROOM, two
 // entries a thread: a warp whose survivors do not fit then holds them and appends them after a
-// select (stream_range). A whole block took 32 KiB of a bf16 CTA's 75 at k = 512 and 64 of 91
-// at k = 2048, which held those to three and two CTAs an H200 SM; bounded, they fit four and
-// three, and 4096 x 128K bf16 ran 1.09x and 1.22x faster; float32 fits a 3-block ring at four
-// CTAs up to k = 1024 (1.05x at k = 512, 1.10x at 1024) and three at 2048. k = 4096 and the
-// split variants keep the whole block (docs/benchmarks.md, sessions 12-14). The 64 entries
-// short of 2 x DS_KMAX let 256 threads with a 3-block ring of 2 vectors a thread fit three CTAs
-// an SM.
+// select (stream_range). A whole block is a large share of a CTA's shared memory; bounded, one
+// more CTA fits an SM up to k = 2048, which is faster. k = 4096 and the split variants keep the
+// whole block. The 64 entries short of 2 x DS_KMAX let 256 threads with a 3-block ring of 2
+// vectors a thread fit three CTAs an SM.
 constexpr bool BOUNDED_ROOM = DS_BOUNDED_ROOM;
 constexpr int ROOM = BOUNDED_ROOM ? 2 * NT : NT * DS_VEC * DS_LOADS;
 constexpr int CAP = 2 * DS_KMAX - 64 + ROOM;

@@ -1,8 +1,7 @@
 // Writing a row's winners by ascending column without sorting them: a winner's slot is the
 // number of winners at lower columns, counted in a bitmap of the row's columns kept in shared
-// memory that streaming no longer needs (the ring and the queues). The bitonic sort by column it
-// replaces took 9.7K of 111K cycles of a 4096 x 128K bf16 row at k = 512 and 25.9K of 159K at
-// k = 2048 (clock64 phases, docs/benchmarks.md).
+// memory that streaming no longer needs (the ring and the queues). Cheaper than a bitonic sort
+// by column, which cost a noticeable share of a row's time.
 #pragma once
 #include "block/scan.cuh"
 #include "row/output.cuh"
@@ -12,8 +11,7 @@
 // winners before it within its thread's run, and a thread's count the winners before its run.
 // A winner's rank is then two counts, its word's popcount and those of its chunk's words
 // before it (none when a chunk is one word, as at 128K columns up to k = 2048). Walking the
-// popcounts from its thread's first word instead (up to 15 words) was 9% of the instructions
-// of 4096 x 128K bf16 at k = 2048 (Nsight Compute, H200).
+// popcounts from its thread's first word instead (up to 15 words) cost many more instructions.
 struct ColumnBitmap {
     u32* mem;
     u32 room;  // 4-byte words lent

@@ -1,7 +1,7 @@
 // Per-warp queues of 16-byte vectors that may reach the threshold (their packed maximum does),
 // so the exact per-element test runs with every lane busy. Tested in place, a vector with one
-// such lane in 32 cost the whole warp the per-element test and the append: 40% of a 4096 x 1M
-// bf16 row's warp-vectors at k = 512, most of the kernel's instructions (Nsight Compute).
+// such lane in 32 cost the whole warp the per-element test and the append, and most vectors
+// that reach the test are such vectors.
 //
 // Compile-time parameters: DS_THREADS.
 #pragma once

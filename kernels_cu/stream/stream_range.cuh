@@ -2,18 +2,18 @@
 //
 // The range is read once in blocks of DS_LOADS x DS_THREADS 16-byte vectors, visited in a fixed
 // pseudo-random order (so no data order makes it slow), DS_STAGES - 1 blocks ahead through a
-// ring in shared memory (row/vector_ring.cuh). Each element is tested against the
+// ring in shared memory (stream/vector_ring.cuh). Each element is tested against the
 // running threshold T (a composite: key, then lower column): a vector whose packed maximum
-// may reach T is queued (row/vector_queue.cuh), and the queue's vectors, 32 at a time, have
+// may reach T is queued (stream/vector_queue.cuh), and the queue's vectors, 32 at a time, have
 // each element tested; survivors are appended to the buffer. Warps run their own vectors of
 // each block without waiting for one another; they meet for a radix select, which raises T,
 // once the buffer passes its trigger, at the end, and before a pass's blocks.
 #pragma once
 #include "block/scan.cuh"
 #include "row/candidates.cuh"
-#include "row/vector_filter.cuh"
-#include "row/vector_queue.cuh"
-#include "row/vector_ring.cuh"
+#include "stream/vector_filter.cuh"
+#include "stream/vector_queue.cuh"
+#include "stream/vector_ring.cuh"
 
 // A stride in [1, n) coprime with n (n > 1) that spreads consecutive visits across the range.
 __device__ __forceinline__ u32 visit_stride(u32 n) {
@@ -29,11 +29,9 @@ __device__ __forceinline__ u32 visit_stride(u32 n) {
 // The rank in the sample (sampled_threshold) of the first estimate: the sample's expected share
 // of the k best plus four standard deviations and 4, so the range almost always holds at least
 // k elements at or above the estimate; the caller checks that and streams again otherwise.
-// Three standard deviations streamed 2-3 rows in 10^4 twice: 3 to 4 in 48 batches of 256 x 64K
-// bf16 (one wave, so one such row) took 1.6-1.9x the median on the H200. 0 (no estimate) for
-// ranges too short to sample or where r reaches k (a block's own k-th best, a valid bound, is
-// as good). Few more than k candidates from the start means few selects: 512 x 128K bf16 at
-// k = 2048 went from 312 to 211 us on the H200 (256 x 2 loads).
+// Three standard deviations were too few: a row streamed twice sets the time of its whole wave.
+// 0 (no estimate) for ranges too short to sample or where r reaches k (a block's own k-th best,
+// a valid bound, is as good). Few more than k candidates from the start means few selects.
 constexpr u32 SAMPLE = NT * DS_VEC;
 
 __device__ __forceinline__ u32 sample_rank(u32 nvec, u32 n, u32 k) {
@@ -47,9 +45,8 @@ __device__ __forceinline__ u32 sample_rank(u32 nvec, u32 n, u32 k) {
 // above it, or 0 as above: the range's own ratio, m for rank r, puts this rank at 1.5 k (at
 // 1.2-1.5 k, as the first estimate may hold up to r / 4 more sampled elements than r). Real
 // scores cluster by position, and an evenly spaced sample then varies more than the binomial
-// margin assumes: one of the 8 bf16 indexer fixture rows holds 1,809 elements at or above its
-// k = 2048 estimate, and streamed again from T = 0 it took the batch to 1.48-1.49x normal rows'
-// time.
+// margin assumes: some real indexer rows miss the first estimate, and streaming them again
+// from T = 0 costs far more than from a second estimate.
 __device__ __forceinline__ u32 retry_rank(u32 r, u32 m, u32 k) {
     if (!m) return 0;
     const u32 r2 = (u32)(1.5f * r * k / m) + 4;
@@ -116,11 +113,10 @@ __device__ __forceinline__ u32 stream_range(Shared& sh, VectorQueue& vq, VectorR
     // claim buffer entries with one shared atomic a warp, and the CTA meets only when a select
     // is due (sh.claimed past CAP - ROOM), when a warp's survivors did not fit, at the end, and
     // around a pass's edge elements, before its blocks.
-    // A barrier a block held warps for the slowest one's loads (39% of the warp stall samples
-    // of 4096 x 128K bf16 at k = 512, Nsight Compute); without it that shape took 462 us against
-    // 563 (H200), and meeting every 4 to 64 blocks as well was no faster (docs/benchmarks.md,
-    // session 13). Between the crossing claim and its next check a warp appends at most one
-    // block's share (<= 32 x DS_LOADS vectors), so the whole-block room always fits.
+    // A barrier a block held warps for the slowest one's loads (the largest stall), and meeting
+    // every few blocks as well was no faster. Between the crossing claim and its next check a
+    // warp appends at most one block's share (<= 32 x DS_LOADS vectors), so the whole-block room
+    // always fits.
     const auto claimed = [&] { return __shfl_sync(DS_FULL_MASK, *(volatile u32*)&sh.claimed, 0); };
     // A warp whose survivors do not fit holds the indices of the vectors it popped, one a lane,
     // until a select has made room. While holding it pops no more: its queue then takes at most
@@ -218,7 +214,7 @@ __device__ __forceinline__ u32 stream_range(Shared& sh, VectorQueue& vq, VectorR
         // the blocks. Without it a late edge claim, which is unbounded, could follow the other
         // warps' bounded claims past CAP (claims count even when they miss) and write past the
         // buffer: the edges were lost, and a composite in a queue slot read as a NaN vector (a
-        // false NaN flag, H200, docs/benchmarks.md session 29).
+        // false NaN flag).
         {
             const u32 t = threadIdx.x;
             bits_t e = 0;
@@ -243,7 +239,7 @@ __device__ __forceinline__ u32 stream_range(Shared& sh, VectorQueue& vq, VectorR
                 ahead = advance(ahead);
                 if (j == 0 && !seed && min(per_block, nvec) * DS_VEC >= k) {
                     // Seed T from the first block's keys: appending the whole first block at T = 0
-                    // and selecting from it measured as a third of a short row's time. Any subset's
+                    // and selecting from it cost a large share of a short row's time. Any subset's
                     // k-th best is a valid lower bound of the row's.
                     const auto key = [&](int i, bool& valid) {
                         valid = (u32)(i / DS_VEC) * NT + threadIdx.x < nvec;

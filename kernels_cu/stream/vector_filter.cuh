@@ -15,9 +15,8 @@ __device__ __forceinline__ bool vector_may_pass(const Vec& v, float floor) {
 
 // Bit e set when element e of a queued vector (column col0 + e), whose keys (to_keys) are
 // `keys`, reaches the threshold thr: a larger key, or thr's key at a column no later than
-// thr's. The keys serve the append too: recomputed per element for the test and again for the
-// append, with a float test in front, they took 310-360 instructions a warp per 32 vectors, 28%
-// of 4096 x 128K bf16 at k = 2048 (Nsight Compute, H200).
+// thr's. The keys serve the append too: recomputing them per element for the test and again
+// for the append, behind a float test, made this a large share of the kernel's instructions.
 __device__ __forceinline__ u32 keys_reaching(const Vec& keys, u32 col0, u64 thr) {
     const u32 tk = comp_key(thr), last = comp_col(thr);  // thr = 0: every column, key >= 0
     const u32 ties = last < col0 ? 0u : last - col0 >= DS_VEC - 1 ? (1u << DS_VEC) - 1 : (2u << (last - col0)) - 1;

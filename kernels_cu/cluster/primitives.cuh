@@ -37,9 +37,9 @@ __device__ __forceinline__ u32 cluster_map(const void* p, u32 rank) {
 // An mbarrier (8 bytes of shared memory, aligned) through which a CTA waits for the others'
 // copies and stores into its shared memory (cluster_copy, cluster_store_async) instead of a
 // cluster barrier: a barrier's arrive makes every thread wait for its remote stores to be
-// acknowledged (ncu: ERRBAR, the largest stall of the cluster radix select); a receiver's wait
-// covers only the bytes it needs. Init before the cluster barrier that precedes the first store
-// to it (see mbar_init_fence).
+// acknowledged (the cluster radix select's largest stall); a receiver's wait covers only the
+// bytes it needs. Init before the cluster barrier that precedes the first store to it (see
+// mbar_init_fence).
 __device__ __forceinline__ void mbar_init(u64* bar, u32 arrivals) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(shared_addr(bar)), "r"(arrivals) : "memory");
 }

@@ -2,11 +2,10 @@
 // each CTA counts its own elements and copies its histogram, with its sums of 16 bins, into
 // every CTA's shared memory (bulk copies that an mbarrier of the receiver counts); warp 0 of
 // every CTA waits for all of them there and picks the same digit from local copies.
-// (Loading the others' histograms after a barrier cost a DSMEM round trip, ~1,500 cycles on an
-// H200; a cluster barrier after plain remote stores made every thread wait for their
-// acknowledgement.)
+// (Loading the others' histograms after a barrier cost a DSMEM round trip; a cluster barrier
+// after plain remote stores made every thread wait for their acknowledgement.)
 #pragma once
-#include "block/cluster.cuh"
+#include "cluster/primitives.cuh"
 #include "block/radix_select.cuh"
 
 // Most CTAs a cluster can have (the non-portable size; deepselect_rt/cuda/plan.py MAX_SPLIT).
