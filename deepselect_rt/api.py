@@ -1,7 +1,8 @@
 """``topk`` and ``get_stride_requirement``: the public entry, routing only.
 
 An eager call runs ``eager.topk``; while torch.compile traces a torch tensor, the call becomes
-one torch custom op (``interop.torch_op``), whose implementation is the eager call again.
+one torch custom op (``interop.torch_op``), whose implementation is the eager call again; a call
+on JAX tracers (inside jax.jit, vmap, grad) becomes one JAX primitive (``interop.jax``).
 """
 
 from __future__ import annotations
@@ -82,6 +83,12 @@ def topk(input, topk, sorted=False, begin=None, end=None, indices_type="int64", 
         BackendUnavailableError: no backend for the input's device (the message names what is
         missing).
     """
+    if _jax_traced(input, begin, end, output_idx_offset, output_idx, output_val):
+        from .interop import jax as jax_interop
+
+        return jax_interop.topk(input, topk, sorted, begin, end, indices_type, sorted_index, output_idx,
+                                output_val, output_idx_offset, idx_oob_fill_value, value_oob_fill_value,
+                                return_value, abort_when_nan_found, nan_policy, stream)
     if _torch_compiling(input):
         from .interop import torch_op
 
@@ -112,6 +119,21 @@ def check_nan(stream=None) -> None:
 
         nan_memory.synchronize(handle)
     nan_record.raise_all_pending()
+
+
+_jax_tracer = None
+
+
+def _jax_traced(*objs) -> bool:
+    """True when an array argument is a JAX tracer (inside jax.jit, vmap, grad, ...): then topk
+    becomes one JAX primitive (interop/jax.py)."""
+    global _jax_tracer
+    if _jax_tracer is None:
+        jax = sys.modules.get("jax")
+        if jax is None:  # no JAX object can exist yet
+            return False
+        _jax_tracer = jax.core.Tracer
+    return any(isinstance(obj, _jax_tracer) for obj in objs)
 
 
 def _torch_compiling(obj) -> bool:
