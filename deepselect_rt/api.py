@@ -39,7 +39,9 @@ def topk(input, topk, sorted=False, begin=None, end=None, indices_type="int64", 
     Args:
         input: ``(rows, width)`` bfloat16, float16 or float32; a torch, JAX or CuPy tensor (any
             ``__dlpack__`` producer) or a NumPy array (CPU reference). Last dimension stride 1;
-            any row stride.
+            any row stride. JAX arrays may be traced (inside ``jax.jit``, ``jax.vmap``,
+            ``jax.grad``): the call is then one JAX primitive (docs/contract.md says what
+            changes there: clamped ranges, no caller buffers or ``stream``).
         topk: k, an integer ``>= 0``; ``k > width`` is allowed (rows are then short).
         sorted: values descending (ties by ascending index). Otherwise the selected set comes by
             ascending index.
@@ -80,8 +82,8 @@ def topk(input, topk, sorted=False, begin=None, end=None, indices_type="int64", 
     Raises:
         TypeError: a wrong type or dtype. ValueError: a wrong shape, range or combination.
         NaNInputError: NaN in a row under nan_policy="raise".
-        BackendUnavailableError: no backend for the input's device (the message names what is
-        missing).
+        BackendUnavailableError: no backend for the input's device, or a JAX too old for its
+        transformations (the message names what is missing).
     """
     if _jax_traced(input, begin, end, output_idx_offset, output_idx, output_val):
         from .interop import jax as jax_interop

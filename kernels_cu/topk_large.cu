@@ -55,7 +55,8 @@ __device__ void sort_slots(const Params& p, i64 row, const bits_t* xrow, u32 m) 
     }
 }
 
-extern "C" __global__ void __launch_bounds__(DS_THREADS) DS_ENTRY(const Params p) {
+extern "C" __global__ void __launch_bounds__(DS_THREADS) DS_ENTRY(DS_PARAMS) {
+    DS_BIND_PARAMS
     __shared__ Shared sh;
     const i64 row = blockIdx.x;
     const u32 k = (u32)p.k;
