@@ -1,7 +1,8 @@
 """``topk`` and ``get_stride_requirement``: the public entry, routing only.
 
 An eager call runs ``eager.topk``; while torch.compile traces a torch tensor, the call becomes
-one torch custom op (``interop.torch_op``), whose implementation is the eager call again.
+one torch custom op (``interop.torch_op``), whose implementation is the eager call again; a call
+on JAX tracers (inside jax.jit, vmap, grad) becomes one JAX primitive (``interop.jax``).
 """
 
 from __future__ import annotations
@@ -39,7 +40,9 @@ def topk(input, topk, sorted=False, begin=None, end=None, indices_type="int64", 
     Args:
         input: ``(rows, width)`` bfloat16, float16 or float32; a torch, JAX or CuPy tensor (any
             ``__dlpack__`` producer) or a NumPy array (CPU reference). Last dimension stride 1;
-            any row stride.
+            any row stride. JAX arrays may be traced (inside ``jax.jit``, ``jax.vmap``,
+            ``jax.grad``): the call is then one JAX primitive (docs/contract.md says what
+            changes there: clamped ranges, no caller buffers or ``stream``).
         topk: k, an integer ``>= 0``; ``k > width`` is allowed (rows are then short).
         sorted: values descending (ties by ascending index). Otherwise the selected set comes by
             ascending index.
@@ -101,13 +104,20 @@ def topk(input, topk, sorted=False, begin=None, end=None, indices_type="int64", 
     Raises:
         TypeError: a wrong type or dtype. ValueError: a wrong shape, range or combination.
         NaNInputError: NaN in a row under nan_policy="raise".
-        BackendUnavailableError: no backend for the input's device (the message names what is
-        missing).
+        BackendUnavailableError: no backend for the input's device, or a JAX too old for its
+        transformations (the message names what is missing).
     """
     serving = dict(page_table=page_table, page_size=page_size, row_to_batch=row_to_batch, k_per_row=k_per_row,
                    return_raw_indices=return_raw_indices, output_raw_idx=output_raw_idx)
+    if _jax_traced(input, begin, end, output_idx_offset, output_idx, output_val):
+        _no_serving_under("jax.jit and other JAX transformations", "on concrete arrays", serving)
+        from .interop import jax as jax_interop
+
+        return jax_interop.topk(input, topk, sorted, begin, end, indices_type, sorted_index, output_idx,
+                                output_val, output_idx_offset, idx_oob_fill_value, value_oob_fill_value,
+                                return_value, abort_when_nan_found, nan_policy, stream)
     if _torch_compiling(input):
-        _no_serving_under_compile(serving)
+        _no_serving_under("torch.compile", "outside the compiled region (torch.compiler.disable)", serving)
         from .interop import torch_op
 
         return torch_op.topk(input, topk, sorted, begin, end, indices_type, sorted_index, output_idx, output_val,
@@ -144,17 +154,19 @@ def ragged_topk(input, cu_seqlens, topk, sorted=False, indices_type="int64", sor
     serving = dict(page_table=page_table, page_size=page_size, row_to_batch=row_to_batch, k_per_row=k_per_row,
                    return_raw_indices=return_raw_indices, output_raw_idx=output_raw_idx)
     if _torch_compiling(input):
-        _no_serving_under_compile({"ragged_topk": True})
+        _no_serving_under("torch.compile", "outside the compiled region (torch.compiler.disable)",
+                          {"ragged_topk": True})
+    if _jax_traced(input, cu_seqlens):
+        _no_serving_under("jax.jit and other JAX transformations", "on concrete arrays", {"ragged_topk": True})
     return eager.ragged_topk(input, cu_seqlens, topk, sorted, indices_type, sorted_index, output_idx, output_val,
                              output_idx_offset, idx_oob_fill_value, value_oob_fill_value, return_value,
                              abort_when_nan_found, nan_policy, stream, **serving)
 
 
-def _no_serving_under_compile(options: dict) -> None:
+def _no_serving_under(where: str, instead: str, options: dict) -> None:
     named = [name for name, value in options.items() if value is not None and value is not False]
     if named:
-        raise ValueError(f"{', '.join(named)}: not supported under torch.compile yet; call deepselect_rt outside the "
-                         "compiled region (torch.compiler.disable)")
+        raise ValueError(f"{', '.join(named)}: not supported under {where} yet; call deepselect_rt {instead}")
 
 
 def check_nan(stream=None) -> None:
@@ -176,6 +188,21 @@ def check_nan(stream=None) -> None:
 
         nan_memory.synchronize(handle)
     nan_record.raise_all_pending()
+
+
+_jax_tracer = None
+
+
+def _jax_traced(*objs) -> bool:
+    """True when an array argument is a JAX tracer (inside jax.jit, vmap, grad, ...): then topk
+    becomes one JAX primitive (interop/jax.py)."""
+    global _jax_tracer
+    if _jax_tracer is None:
+        jax = sys.modules.get("jax")
+        if jax is None:  # no JAX object can exist yet
+            return False
+        _jax_tracer = jax.core.Tracer
+    return any(isinstance(obj, _jax_tracer) for obj in objs)
 
 
 def _torch_compiling(obj) -> bool:

@@ -119,6 +119,14 @@ def row_vector(obj, name: str, x: TensorView, stream: int | None) -> TensorView 
     if obj is None:
         return None
     view = view_of(obj, name=name, stream=stream, takes=INDEX_DTYPES_TEXT)
+    check_row_vector(view, name, x)
+    _same_device(view, x, name)
+    return view
+
+
+def check_row_vector(view: TensorView, name: str, x: TensorView) -> None:
+    """A ``(rows,)`` int32/int64 vector's rules, device aside (``row_vector`` adds it; under
+    jax.jit the views are abstract)."""
     if view.dtype not in dtypes.INDEX_DTYPES:
         raise TypeError(f"{name} must have dtype {INDEX_DTYPES_TEXT}, got {view.dtype}")
     if view.shape != (x.shape[0],):
@@ -126,8 +134,6 @@ def row_vector(obj, name: str, x: TensorView, stream: int | None) -> TensorView 
     if x.shape[0] > 1 and view.strides[0] != 1:
         raise ValueError(f"{name} must be contiguous (stride 1), got stride {view.strides[0]}")
     _check_aligned(view, name)
-    _same_device(view, x, name)
-    return view
 
 
 def host_values(view: TensorView | None) -> np.ndarray | None:

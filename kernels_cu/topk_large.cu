@@ -20,7 +20,8 @@ struct Shared {
     u32 warp_totals[NT / 32];
 };
 
-extern "C" __global__ void __launch_bounds__(DS_THREADS) DS_ENTRY(const Params p) {
+extern "C" __global__ void __launch_bounds__(DS_THREADS) DS_ENTRY(DS_PARAMS) {
+    DS_BIND_PARAMS
     __shared__ Shared sh;
     const i64 row = blockIdx.x;
     const u32 k = (u32)p.k;

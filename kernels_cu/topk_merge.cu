@@ -5,7 +5,8 @@
 #include "common/params.cuh"
 #include "row/finish.cuh"
 
-extern "C" __global__ void __launch_bounds__(DS_THREADS) DS_ENTRY(const Params p) {
+extern "C" __global__ void __launch_bounds__(DS_THREADS) DS_ENTRY(DS_PARAMS) {
+    DS_BIND_PARAMS
     extern __shared__ __align__(16) unsigned char smem_raw[];
     Shared& sh = *reinterpret_cast<Shared*>(smem_raw);
     const i64 row = blockIdx.x;

@@ -26,7 +26,8 @@
 #include "cluster/primitives.cuh"
 #endif
 
-extern "C" __global__ void __launch_bounds__(DS_THREADS, DS_MIN_CTAS) DS_ENTRY(const Params p) {
+extern "C" __global__ void __launch_bounds__(DS_THREADS, DS_MIN_CTAS) DS_ENTRY(DS_PARAMS) {
+    DS_BIND_PARAMS
     extern __shared__ __align__(16) unsigned char smem_raw[];
     Shared& sh = *reinterpret_cast<Shared*>(smem_raw);
     VectorQueue& vq = *reinterpret_cast<VectorQueue*>(smem_raw + QUEUE_OFFSET);

@@ -351,9 +351,3 @@ def test_dtype_errors_name_what_each_array_takes():
         deepselect_rt.topk(x.astype(">f4"), 2)
     with pytest.raises(TypeError, match="end must have dtype int32 or int64, got uint32"):
         deepselect_rt.topk(x, 2, end=np.zeros(2, np.uint32))
-
-
-def test_jax_tracer_input_says_jit_is_unsupported():
-    jax = pytest.importorskip("jax")
-    with pytest.raises(TypeError, match="inside jax.jit"):
-        jax.jit(lambda a: deepselect_rt.topk(a, 2, indices_type="int32")[1])(jax.numpy.ones((2, 8)))

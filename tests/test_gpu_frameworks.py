@@ -179,3 +179,64 @@ def test_jax_round_trip():
     want = deepselect_rt.topk(host, 300, sorted=True, indices_type="int32", nan_policy="propagate")
     np.testing.assert_array_equal(np.asarray(idx), want[1])
     np.testing.assert_array_equal(np.asarray(vals).view(np.uint16), want[0].view(np.uint16))
+
+
+def _jax_gpu():
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    jax = pytest.importorskip("jax")
+    if not any(d.platform == "gpu" for d in jax.devices()):
+        pytest.skip("JAX sees no GPU")
+    return jax
+
+
+# (rows, width, k, dtype): one CTA a row, a split row (clusters of at most 8 under jit), the
+# cluster radix select, the any-k kernel, a short row.
+JIT_SHAPES = [(64, 30000, 512, "bfloat16"), (1, 1 << 20, 2048, "bfloat16"), (4, 65536, 64, "float32"),
+              (3, 20000, 5000, "float16"), (8, 100, 300, "float32")]
+
+
+@pytest.mark.parametrize("rows, width, k, dtype", JIT_SHAPES)
+def test_jax_jit_launches_the_kernel_through_xla(rows, width, k, dtype):
+    import warnings
+
+    jax = _jax_gpu()
+    import jax.numpy as jnp
+    import ml_dtypes
+
+    x = jax.random.normal(jax.random.key(rows), (rows, width), dtype=jnp.dtype(dtype))
+    end = jnp.full((rows,), width - 7, jnp.int32)
+    f = jax.jit(lambda a, e: deepselect_rt.topk(a, k, end=e, sorted=True, indices_type="int32",
+                                                nan_policy="sentinel"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # the host-callback fallback warns
+        text = f.lower(x, end).as_text()
+        vals, idx = f(x, end)
+    assert "triton_kernel_call_ffi" in text and "callback" not in text
+    host = np.asarray(x)
+    want = deepselect_rt.topk(host, k, end=np.asarray(end), sorted=True, indices_type="int32",
+                              nan_policy="sentinel")
+    np.testing.assert_array_equal(np.asarray(idx), want[1])
+    bits = np.uint16 if host.dtype in (np.float16, ml_dtypes.bfloat16) else np.uint32
+    np.testing.assert_array_equal(np.asarray(vals).view(bits), want[0].view(bits))
+
+
+def test_jax_jit_vmap_grad_and_nan_record_on_the_gpu():
+    jax = _jax_gpu()
+    import jax.numpy as jnp
+
+    x = jax.random.normal(jax.random.key(1), (2, 6, 5000), dtype=jnp.float32)
+    f = jax.jit(jax.vmap(lambda a: deepselect_rt.topk(a, 50, indices_type="int32")))
+    vals, idx = f(x)
+    want = deepselect_rt.topk(np.asarray(x).reshape(12, 5000), 50, indices_type="int32")
+    np.testing.assert_array_equal(np.asarray(idx).reshape(12, 50), want[1])
+    grad = jax.jit(jax.grad(lambda a: deepselect_rt.topk(a, 50, indices_type="int32")[0].sum()))(x[0])
+    expect = np.zeros((6, 5000), np.float32)
+    np.put_along_axis(expect, want[1][:6].astype(np.int64), 1.0, axis=1)
+    np.testing.assert_array_equal(np.asarray(grad), expect)
+    deepselect_rt.check_nan()
+    bad = x[0].at[2, 10].set(jnp.nan)
+    _, idx = jax.jit(lambda a: deepselect_rt.topk(a, 4, indices_type="int32"))(bad)
+    assert (np.asarray(idx)[2] == 0x3F3F3F3F).all()
+    # The GPU's record (the kernel route; the CPU's with several GPUs: the host callback).
+    with pytest.raises(deepselect_rt.NaNInputError):
+        deepselect_rt.check_nan()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..interop.outputs import workspace
 from ..request import TopkRequest
@@ -19,7 +19,7 @@ from . import arch, launch, loader, nan_memory
 from .driver import bindings, check, is_current, on_device, set_kernel_attribute
 from .plan import (DeviceLimits, Plan, choose_split, few_rows_tuning, forget_tuning, make_plan, radix_tier,
                    row_vectors)
-from .variants import SPLIT_CLUSTER, SPLIT_RADIX, SPLIT_WORKSPACE
+from .variants import SPLIT_CLUSTER, SPLIT_RADIX, SPLIT_WORKSPACE, with_field_args
 
 _STATIC_SMEM_LIMIT = 48 * 1024
 # The largest cluster every sm_90+ GPU accepts without opting in.
@@ -114,12 +114,17 @@ def _clusters_fit(kernel, plan: Plan) -> bool:
     return int(err) == 0 and count > 0
 
 
-def _prepare(device: int, dtype: str, k: int, few_rows: bool, split: int, how: str, tier) -> _Ready:
-    """Plan, load and configure once per key. A radix cluster the GPU cannot hold falls back to
-    the streaming kernel's cluster, and a streaming cluster it cannot hold is halved."""
+def prepare(device: int, dtype: str, k: int, few_rows: bool, split: int, how: str, tier,
+            field_args: bool = False) -> _Ready:
+    """Plan, load and configure (once per key, through ``_ready_for``). A radix cluster the GPU
+    cannot hold falls back to the streaming kernel's cluster, and a streaming cluster it cannot
+    hold is halved. ``field_args``: the variants whose entry takes the argument block's fields
+    one by one (``variants.with_field_args``, for cuda/xla_call.py)."""
     limits = device_limits(device)
     while True:
         plan = make_plan(dtype, k, few_rows, limits, split, how, tier)
+        if field_args:
+            plan = replace(plan, variant=with_field_args(plan.variant))
         kernel = _load(device, plan.variant, plan.smem)
         if plan.how not in (SPLIT_CLUSTER, SPLIT_RADIX):
             break
@@ -200,7 +205,7 @@ def _ready_for(req: TopkRequest) -> _Ready:
     key = (device, dtype, req.k, few_rows_tuning(rows, width, dtype, req.k, limits), split, how, tier)
     ready = _ready.get(key)
     if ready is None:
-        ready = _ready[key] = _prepare(device, *key[1:])
+        ready = _ready[key] = prepare(device, *key[1:])
     return ready
 
 

@@ -4,7 +4,9 @@ NVRTC comes from the pip wheels (``cuda.bindings.nvrtc``, which finds ``libnvrtc
 ``cuda.pathfinder``), so compiling needs neither nvcc nor a GPU nor a driver: ``warmup --arch``
 cross-compiles anywhere. Only ``"native"`` asks the driver which architecture the GPU has.
 
-``NVRTC_COMPILER`` is this module as the compiler ``jit.cache.KernelCache`` takes.
+``NVRTC_COMPILER`` is this module as the compiler ``jit.cache.KernelCache`` takes;
+``NVRTC_PTX_COMPILER`` compiles to PTX instead, for XLA's kernel-call launcher (``xla_call.py``),
+which assembles PTX itself.
 """
 
 from __future__ import annotations
@@ -111,11 +113,13 @@ class Options:
     portable: tuple
 
 
-def compile_options(variant: KernelSpec, arch: str, source_dir: Path | None = None) -> Options:
-    """The options that compile ``variant`` for ``arch`` (normalised first; ValueError if bad)."""
+def compile_options(variant: KernelSpec, arch: str, source_dir: Path | None = None, ptx: bool = False) -> Options:
+    """The options that compile ``variant`` for ``arch`` (normalised first; ValueError if bad);
+    ``ptx``: for the arch's virtual architecture (compute_90a for sm_90a), whose output is PTX."""
     arch = normalise_arch(arch)
     source_dir = Path(source_dir) if source_dir is not None else env.cuda_source_dir()
-    common = [f"--gpu-architecture={arch}", *_BASE_OPTIONS]
+    target = "compute_" + arch.removeprefix("sm_") if ptx and arch.startswith("sm_") else arch
+    common = [f"--gpu-architecture={target}", *_BASE_OPTIONS]
     common += [f"-D{name}={value}" for name, value in sorted(variant.defines.items())]
     return Options((*common, f"--include-path={source_dir}"), (*common, "--include-path=<kernels_cu>"))
 
@@ -128,7 +132,7 @@ def _program_log(nvrtc, prog) -> str:
 
 
 def compile_cubin(variant: KernelSpec, arch: str, source_dir: Path | None = None,
-                  extra_options: tuple[str, ...] = ()) -> CompileResult:
+                  extra_options: tuple[str, ...] = (), ptx: bool = False) -> CompileResult:
     """Compile ``variant`` (``kernels_cu/<family>.cu``) for ``arch`` to a CUBIN.
 
     source_dir: the kernels folder (default: the shipped one). extra_options: NVRTC options
@@ -136,7 +140,8 @@ def compile_cubin(variant: KernelSpec, arch: str, source_dir: Path | None = None
     spills in the log); the kernel cache never passes any. Raises
     CompileError (with the NVRTC log, the variant and the options) when the source is missing or
     does not compile, ValueError for an unknown arch, BackendUnavailableError when NVRTC is not
-    installed.
+    installed. ``ptx``: PTX text for the arch's virtual architecture instead (in ``cubin``), for
+    launchers that assemble it themselves (XLA's kernel-call target runs ptxas).
     """
     nvrtc = _nvrtc()
     arch = normalise_arch(arch)
@@ -145,7 +150,7 @@ def compile_cubin(variant: KernelSpec, arch: str, source_dir: Path | None = None
             f"NVRTC {'.'.join(map(str, nvrtc_version()))} cannot target {arch}; "
             f"it supports {', '.join(supported_archs())}")
     source_dir = Path(source_dir) if source_dir is not None else env.cuda_source_dir()
-    used = (*compile_options(variant, arch, source_dir).argv, *extra_options)
+    used = (*compile_options(variant, arch, source_dir, ptx).argv, *extra_options)
     path = source_dir / variant.source
     try:
         source = path.read_bytes()
@@ -165,10 +170,12 @@ def compile_cubin(variant: KernelSpec, arch: str, source_dir: Path | None = None
         if int(status) != 0:
             raise CompileError(f"NVRTC failed to compile {variant.source} for {arch}: {status.name}", log=log,
                                variant=variant, options=used)
-        if arch.startswith("compute_"):  # PTX, NUL-terminated, as cuLibraryLoadData takes it
+        if ptx or arch.startswith("compute_"):  # PTX, NUL-terminated, as cuLibraryLoadData takes it
             size = _check(nvrtc.nvrtcGetPTXSize(prog), "nvrtcGetPTXSize")
             cubin = b" " * size
             _check(nvrtc.nvrtcGetPTX(prog, cubin), "nvrtcGetPTX")
+            if ptx:  # XLA's kernel-call launcher assembles the text itself, without the NUL
+                cubin = cubin.rstrip(b"\0")
         else:
             size = _check(nvrtc.nvrtcGetCUBINSize(prog), "nvrtcGetCUBINSize")
             cubin = b" " * size
@@ -179,9 +186,11 @@ def compile_cubin(variant: KernelSpec, arch: str, source_dir: Path | None = None
 
 
 class _Nvrtc:
-    """NVRTC as the compiler of ``jit.cache.KernelCache``."""
+    """NVRTC as the compiler of ``jit.cache.KernelCache`` (cubins; ``ptx=True``: PTX text)."""
 
-    name = "nvrtc"
+    def __init__(self, ptx: bool = False):
+        self.ptx = ptx
+        self.name = "nvrtc-ptx" if ptx else "nvrtc"
 
     @staticmethod
     def require() -> None:
@@ -191,18 +200,18 @@ class _Nvrtc:
     def source_dir() -> Path:
         return env.cuda_source_dir()
 
-    @staticmethod
-    def key_fields(spec: KernelSpec, arch: str, source_dir: Path) -> dict:
+    def key_fields(self, spec: KernelSpec, arch: str, source_dir: Path) -> dict:
         arch = normalise_arch(arch)
-        options = compile_options(spec, arch, source_dir)
+        options = compile_options(spec, arch, source_dir, self.ptx)  # a PTX build's target differs
         toolchain = {"nvrtc": ".".join(str(x) for x in nvrtc_version())}
         return toolchain_key_fields(spec, arch, options.portable, toolchain, source_dir)
 
-    @staticmethod
-    def compile(spec: KernelSpec, arch: str, source_dir: Path) -> tuple[bytes, float]:
-        result = compile_cubin(spec, arch, source_dir)
+    def compile(self, spec: KernelSpec, arch: str, source_dir: Path) -> tuple[bytes, float]:
+        result = compile_cubin(spec, arch, source_dir, ptx=self.ptx)
         return result.cubin, result.seconds
 
 
 NVRTC_COMPILER = _Nvrtc()
+#: PTX for launchers that assemble it themselves (jax.jit's kernel-call route, cuda/xla_call.py).
+NVRTC_PTX_COMPILER = _Nvrtc(ptx=True)
 

@@ -7,6 +7,8 @@ timing each candidate on an H200 (docs/performance.md says how to re-measure).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..dtypes import INPUT_DTYPES, ITEMSIZE
 from ..jit.spec import DTYPE_CODE, KernelSpec, arch_number
 
@@ -112,6 +114,15 @@ def radix_variant(dtype: str, threads: int, vectors: int, small: bool = False) -
 def large_variant(dtype: str) -> KernelSpec:
     """The any-k kernel (kernels_cu/topk_large.cu), several reads of the row."""
     return KernelSpec("topk_large", dtype, 0, LARGE_THREADS)
+
+
+def with_field_args(variant: KernelSpec) -> KernelSpec:
+    """``variant`` whose entry takes the argument block's fields as separate parameters
+    (DS_FIELD_ARGS, kernels_cu/common/params.cuh): what XLA's kernel-call launcher passes under
+    jax.jit (cuda/xla_call.py). Compiled only when such a call is lowered; warmup skips it."""
+    extra = dict(variant.extra)
+    extra["DS_FIELD_ARGS"] = 1
+    return replace(variant, extra=tuple(sorted(extra.items())))
 
 
 def default_variants(arch: str | None = None) -> list[KernelSpec]:

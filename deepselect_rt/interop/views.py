@@ -88,11 +88,23 @@ def view_of(obj, *, name: str = "input", stream: int | None = None, takes: str =
         return numpy_view(obj, name, takes)
     if hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__"):
         return _dlpack_view(obj, name, stream, takes)
-    if type(obj).__module__.startswith("jax") and "Tracer" in type(obj).__name__:
-        raise TypeError(f"{name} is a JAX tracer: deepselect_rt.topk cannot run inside jax.jit or other JAX "
-                        "transformations yet; call it on concrete jax.Arrays, outside the traced function")
     raise TypeError(f"{name} must be a torch/JAX/CuPy tensor (DLPack) or a NumPy array, "
                     f"got {type(obj).__module__}.{type(obj).__qualname__}")
+
+
+def abstract_view(shape, dtype, name: str, takes: str = VALUE_DTYPES_TEXT) -> TensorView:
+    """A TensorView of an array known only by shape and dtype (a JAX tracer inside jax.jit): no
+    memory (``ptr`` 0), contiguous strides, device type "traced". The same dtype rule and
+    TypeError as ``view_of``, so checks on it raise what an eager call would."""
+    dtype_name = _dtype_name(np.dtype(dtype))
+    if dtype_name is None:
+        raise _dtype_error(name, np.dtype(dtype), takes)
+    shape = tuple(int(s) for s in shape)
+    strides, step = [], 1
+    for extent in reversed(shape):
+        strides.append(step)
+        step *= max(extent, 1)
+    return TensorView(0, shape, tuple(reversed(strides)), dtype_name, "traced", 0, "jax", None)
 
 
 def host_array(view: TensorView) -> np.ndarray:

@@ -36,6 +36,33 @@ struct Params {
     i64 raw_row_stride;     // elements
 };
 
+// The entry's parameters. By default one by-value Params (one pointer in cuLaunchKernel's
+// argument list). With DS_FIELD_ARGS=1, the launcher of XLA's kernel-call target (under jax.jit:
+// deepselect_rt/cuda/xla_call.py) passes each buffer and scalar as its own parameter, so the
+// entry takes Params' 8-byte fields one by one, in Params' order, and rebuilds the struct.
+#ifndef DS_FIELD_ARGS
+#define DS_FIELD_ARGS 0
+#endif
+#if DS_FIELD_ARGS
+#define DS_PARAMS                                                                              \
+    const void *f_x, i64 f_row_stride, i64 f_rows, i64 f_width, i64 f_k, const void *f_begin, \
+        const void *f_end, const void *f_offsets, void *f_out_idx, i64 f_idx_row_stride,       \
+        void *f_out_val, i64 f_val_row_stride, i64 f_flags, i64 f_idx_fill, u64 f_val_fill_bits, \
+        u32 *f_nan_head, u32 *f_nan_entries, i64 f_nan_call, i64 f_split, void *f_workspace,   \
+        const int *f_page_table, i64 f_page_row_stride, i64 f_page_size, i64 f_max_pages,      \
+        i64 f_batch, const void *f_row_to_batch, const void *f_k_per_row, void *f_out_raw,     \
+        i64 f_raw_row_stride
+#define DS_BIND_PARAMS                                                                         \
+    const Params p{f_x, f_row_stride, f_rows, f_width, f_k, f_begin, f_end, f_offsets,          \
+                   f_out_idx, f_idx_row_stride, f_out_val, f_val_row_stride, f_flags,           \
+                   f_idx_fill, f_val_fill_bits, f_nan_head, f_nan_entries, f_nan_call, f_split, \
+                   f_workspace, f_page_table, f_page_row_stride, f_page_size, f_max_pages,      \
+                   f_batch, f_row_to_batch, f_k_per_row, f_out_raw, f_raw_row_stride};
+#else
+#define DS_PARAMS const Params p
+#define DS_BIND_PARAMS
+#endif
+
 #define DS_F_SORTED 1
 #define DS_F_IDX64 2
 #define DS_F_BEGIN64 4

@@ -1,0 +1,148 @@
+"""Every use of JAX's private API and version-dependent behaviour, in one place.
+
+- ``check_version``: the oldest JAX the traced route (``interop/jax.py``) is written for.
+- ``register_gpu_lowering``: the CUDA lowering of ``deepselect_rt_topk``. Where it can, it
+  lowers the call to jaxlib's kernel-call custom call, ``triton_kernel_call_ffi``: XLA launches
+  our NVRTC kernel (as PTX, which jaxlib assembles with ptxas) on its own stream into the
+  buffers it allocated. The target and its Python bindings (``jax._src.lib.gpu_triton``:
+  ``TritonKernel``, ``TritonKernelCall``, ``create_array_parameter``,
+  ``create_scalar_parameter``, ``to_proto``) are private to jaxlib, used here as jax-triton and
+  Pallas use them (``jax/_src/pallas/triton/pallas_call_registration.py``); the custom call is
+  emitted through the public ``jax.ffi.ffi_lowering`` with the zlib-compressed proto as its
+  ``opaque`` attribute. Elsewhere (no CUDA plugin, jaxlib too old, no CUDA driver bindings or
+  NVRTC for deepselect-rt, nan_policy="raise" with several GPUs) the host callback serves, with
+  a warning saying why.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+import zlib
+
+import jax
+
+from ..errors import BackendUnavailableError
+
+#: The oldest JAX the traced route is written for: ``jax.ffi`` and ``pure_callback``'s
+#: ``vmap_method`` (0.4.34+), ``jax.extend.core.Primitive``. Tested with jax 0.10.2.
+MIN_JAX = (0, 5, 0)
+#: The oldest jaxlib whose CUDA plugin registers ``triton_kernel_call_ffi`` (jaxlib/gpu/triton.cc,
+#: ``Registrations``, since 0.10.1) with the 7-argument ``TritonKernel`` (num_ctas, since 0.9.0).
+MIN_JAXLIB_KERNEL_CALL = (0, 10, 1)
+TARGET = "triton_kernel_call_ffi"
+
+
+def version_tuple(text: str) -> tuple[int, ...]:
+    """``"0.10.2.dev20260101"`` -> ``(0, 10, 2)``: the leading release numbers."""
+    numbers = []
+    for part in text.split("."):
+        match = re.match(r"\d+", part)
+        if match is None:
+            break
+        numbers.append(int(match.group()))
+        if match.end() != len(part):
+            break
+    return tuple(numbers)
+
+
+def check_version(version: str | None = None) -> None:
+    """Raises BackendUnavailableError when ``version`` (default: the installed jax's) is older
+    than MIN_JAX, naming both and what still works."""
+    version = jax.__version__ if version is None else version
+    if version_tuple(version) < MIN_JAX:
+        raise BackendUnavailableError(
+            f"deepselect_rt.topk inside jax.jit, jax.vmap or jax.grad needs jax >= "
+            f"{'.'.join(map(str, MIN_JAX))}, found jax {version}; upgrade jax, or call topk on concrete "
+            "jax.Arrays outside the transformation")
+
+
+def kernel_call_lib():
+    """(jaxlib's kernel-call bindings, None), or (None, why they cannot be used)."""
+    try:
+        import jaxlib.version
+        from jax._src.lib import gpu_triton
+    except ImportError as exc:
+        return None, f"jaxlib's kernel-call bindings cannot be imported ({exc})"
+    found = jaxlib.version.__version__
+    if version_tuple(found) < MIN_JAXLIB_KERNEL_CALL:
+        return None, (f"jaxlib {found} is older than {'.'.join(map(str, MIN_JAXLIB_KERNEL_CALL))}, whose CUDA "
+                      f"plugin registers {TARGET}")
+    plugin = getattr(gpu_triton, "_cuda_triton", None)
+    if plugin is None or TARGET not in plugin.registrations():
+        return None, f"JAX's CUDA plugin does not register {TARGET}"
+    return gpu_triton, None
+
+
+def register_gpu_lowering(primitive, fallback) -> None:
+    """Register ``primitive``'s CUDA lowering: the kernel-call custom call where it can be used,
+    else ``fallback`` (a lowering rule with the primitive's signature: the host callback)."""
+    from jax.interpreters import mlir
+
+    def lowering(ctx, *operands, call):
+        lib, why = kernel_call_lib()
+        if lib is not None:
+            try:
+                return _kernel_lowering(lib, ctx, operands, call)
+            except BackendUnavailableError as exc:  # no CUDA driver bindings or NVRTC here
+                why = str(exc)
+            except _Unsupported as exc:
+                why = str(exc)
+        _warn_once(why)
+        return fallback(ctx, *operands, call=call)
+
+    mlir.register_lowering(primitive, lowering, platform="cuda")
+
+
+class _Unsupported(Exception):
+    """A call the kernel route does not take (the callback does)."""
+
+
+def _kernel_lowering(lib, ctx, operands, call):
+    from ..cuda import xla_call
+    from ..dtypes import canonical
+
+    x, *vectors = ctx.avals_in
+    rows, width = x.shape
+    launch = xla_call.kernel_call(
+        target_device(call.nan_policy), canonical(x.dtype), rows, width, call.k,
+        {name: canonical(aval.dtype) for name, aval in zip(call.vectors, vectors)},
+        index_dtype=call.index_dtype, sorted=call.sorted, return_value=call.return_value,
+        nan_policy=call.nan_policy, idx_fill=call.idx_fill, val_fill=call.val_fill)
+    opaque = zlib.compress(kernel_call_proto(lib, launch))
+    # The kernel's buffers come indices first; the primitive returns values first.
+    order = [len(ctx.avals_out) - 1] + list(range(len(ctx.avals_out) - 1))
+    inner = ctx.replace(avals_out=[ctx.avals_out[i] for i in order])
+    results = jax.ffi.ffi_lowering(TARGET)(inner, *operands, opaque=opaque)
+    return [results[order.index(i)] for i in range(len(order))]
+
+
+def target_device(nan_policy: str) -> int:
+    """The CUDA ordinal the call is planned and compiled for: JAX's first GPU (one model of GPU
+    a process is assumed, as jax-triton and Pallas assume it)."""
+    devices = jax.devices("gpu")
+    if nan_policy == "raise" and len(devices) > 1:
+        # The NaN record is per device and its address goes into the compiled call.
+        raise _Unsupported("nan_policy='raise' under jax.jit on several GPUs (pass 'sentinel' or 'propagate' "
+                           "for the kernel route)")
+    ordinal = getattr(devices[0], "local_hardware_id", None)
+    return devices[0].id if ordinal is None else ordinal
+
+
+def kernel_call_proto(lib, launch) -> bytes:
+    """The serialized ``TritonAnyKernelCall`` for ``launch`` (``cuda.xla_call.KernelCall``)."""
+    params = [lib.create_array_parameter(0, 0) if kind == "buffer" else lib.create_scalar_parameter(int(value), kind)
+              for kind, value in launch.params]
+    kernel = lib.TritonKernel(launch.entry, launch.threads // 32, launch.cluster, launch.smem, launch.ptx, "",
+                              launch.compute_capability)
+    return lib.TritonKernelCall(kernel, launch.grid, 1, 1, params).to_proto(launch.entry, b"")
+
+
+_warned: set = set()
+
+
+def _warn_once(why: str) -> None:
+    if why not in _warned:
+        _warned.add(why)
+        warnings.warn(f"deepselect_rt.topk under jax.jit on CUDA runs through a host callback (slow: the arrays "
+                      f"go to the host and back) because {why}", RuntimeWarning, stacklevel=3)
