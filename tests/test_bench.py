@@ -295,4 +295,4 @@ def test_bench_real_and_host_on_gpu(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     results, host, _ = bench.load_json(saved)
     assert {r.case.dist for r in results} == {"real"} and host.ours_us > 0 and host.torch_us > 0
-    assert "host overhead per call" in result.stdout
+    assert "host time per call" in result.stdout
