@@ -52,7 +52,7 @@ for rows, width, k in [(1, 131072, 2048), (8, 131072, 2048), (64, 131072, 2048),
 
     def unfused():
         deepselect_rt.topk(x, k, **kw)
-        torch.gather(table, 1, idx // PAGE) * PAGE + idx % PAGE
+        torch.gather(table, 1, (idx // PAGE).long()) * PAGE + idx % PAGE
 
     t = {name: timed(fn) for name, fn in (("plain", plain), ("fused", fused), ("unfused", unfused))}
     records.append(dict(kind="page_table", rows=rows, width=width, k=k, **t))
