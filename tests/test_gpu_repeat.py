@@ -12,7 +12,7 @@ from deepselect_rt.interop import repeat as fast_path
 from deepselect_rt.cuda import arch as module
 from deepselect_rt.cuda import backend, launch
 from deepselect_rt.cuda.variants import SPLIT_CLUSTER
-from gpu_helpers import to_host, torch_cuda
+from gpu_helpers import cupy_cuda, to_host, torch_cuda
 
 pytestmark = pytest.mark.gpu
 
@@ -106,7 +106,7 @@ def test_forced_split_changes_a_remembered_plan(monkeypatch):
 def test_cupy_calls_are_remembered_and_exact():
     """CuPy arrays take the same fast path: fresh CuPy outputs, CuPy's current stream, exact
     results, and a new array at the same address with another shape takes the whole path."""
-    cupy = pytest.importorskip("cupy")
+    cupy = cupy_cuda()
     x = cupy.random.standard_normal((64, 5000), dtype=cupy.float32)
     want = deepselect_rt.topk(cupy.asnumpy(x), 32, nan_policy="sentinel")[1]
     first = deepselect_rt.topk(x, 32, nan_policy="sentinel")[1]
