@@ -41,9 +41,13 @@ def _real(value, name: str) -> float:
 
 
 def _as_int(value) -> int | None:
-    """``value`` as an int when it is an integer (Python or NumPy; a bool is not), else None."""
+    """``value`` as an int when it is an integer (Python or NumPy, or a 0-d integer array of any
+    framework; a bool is not), else None."""
     if isinstance(value, (bool, np.bool_)):
         return None
+    shape = getattr(value, "shape", None)
+    if shape is not None and (len(shape) != 0 or "bool" in str(getattr(value, "dtype", ""))):
+        return None  # torch's __index__ takes any one-element tensor, bool ones too
     try:
         return operator.index(value)
     except TypeError:

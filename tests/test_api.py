@@ -351,3 +351,16 @@ def test_dtype_errors_name_what_each_array_takes():
         deepselect_rt.topk(x.astype(">f4"), 2)
     with pytest.raises(TypeError, match="end must have dtype int32 or int64, got uint32"):
         deepselect_rt.topk(x, 2, end=np.zeros(2, np.uint32))
+
+
+def test_k_is_an_integer_scalar_of_any_framework():
+    """0-d integer arrays count as integers; bools and one-element arrays of other ranks do not
+    (torch's ``__index__`` would take both)."""
+    torch = pytest.importorskip("torch")
+    want = deepselect_rt.topk(X, 3)
+    for k in (np.int64(3), np.array(3), torch.tensor(3)):
+        got = deepselect_rt.topk(X, k)
+        np.testing.assert_array_equal(got[1], want[1])
+    for k in (True, np.bool_(True), torch.tensor(True), torch.tensor([2]), np.array([2]), torch.tensor(2.0)):
+        with pytest.raises(TypeError, match="topk must be an integer"):
+            deepselect_rt.topk(X, k)
