@@ -334,6 +334,21 @@ def test_transformation_only_errors(kwargs, error, message):
         jax.jit(lambda a, b: deepselect_rt.topk(a, 3, indices_type="int32", **b, **rest))(jnp.asarray(_X), buffers)
 
 
+def test_serving_options_refused_inside_transformations():
+    table = np.arange(8, dtype=np.int32).reshape(4, 2)
+    x = jnp.asarray(_X)
+    calls = [
+        jax.jit(lambda a: deepselect_rt.topk(a, 3, indices_type="int32", page_table=table, page_size=8)),
+        jax.jit(lambda a: deepselect_rt.topk(a, 3, indices_type="int32", k_per_row=np.ones(4, np.int32))),
+        jax.vmap(lambda a: deepselect_rt.topk(a, 3, indices_type="int32", return_raw_indices=True)),
+        jax.jit(lambda a: deepselect_rt.ragged_topk(a.ravel(), np.array([0, 5, 12], np.int32), 3,
+                                                    indices_type="int32")),
+    ]
+    for i, f in enumerate(calls):
+        with pytest.raises(ValueError, match="not supported under jax.jit and other JAX transformations"):
+            f(x[None] if i == 2 else x)
+
+
 def test_other_tensor_kinds_refused_inside_jit():
     with pytest.raises(TypeError, match="begin must be a JAX or NumPy array"):
         jax.jit(lambda a: deepselect_rt.topk(a, 2, begin=[0, 0, 0, 0], indices_type="int32"))(jnp.asarray(_X))
