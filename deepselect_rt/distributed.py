@@ -86,7 +86,8 @@ def topk(local, k, *, group=None, dst=None, width_offsets=None, sorted=False, be
             integers, 0 first and non-decreasing: rank r holds global columns
             ``[width_offsets[r], width_offsets[r + 1])``, so the last is the global width. Then
             nothing but the candidates is exchanged, and the arguments are not compared between
-            ranks: every rank must pass the same ones.
+            ranks: every rank must pass the same ones (a rank whose offsets do not match its
+            shard raises, and the other ranks then wait in the exchange).
         sorted: values descending (ties by ascending global index). Otherwise the selected
             elements come by ascending global index, as in ``deepselect_rt.topk``.
         begin, end: optional ``(rows,)`` int32/int64 tensors on ``local``'s device, GLOBAL
