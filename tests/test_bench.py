@@ -212,8 +212,13 @@ def test_results_round_trip(tmp_path):
     assert bench.load_json(old)[0][0].case == results[0].case
     bad = tmp_path / "bad.json"
     bad.write_text('{"results": [{"rows": 1}]}')
-    with pytest.raises(ValueError, match="not a deepselect-rt bench JSON"):
+    with pytest.raises(ValueError, match=r"not a file written by deepselect-rt bench --json \(a result lacks "
+                                         r"scenario, dtype, width, k, index, values, sorted, ours_us, torch_us\)"):
         bench.load_json(bad)
+    other = tmp_path / "other.json"
+    other.write_text('{"shapes": []}')
+    with pytest.raises(ValueError, match=r'\(no "results" list\)'):
+        bench.load_json(other)
 
 
 def test_plot_from_saved_json(capsys, tmp_path):
@@ -243,7 +248,7 @@ def test_from_json_rejects_bad_results(capsys, tmp_path, change):
     saved = tmp_path / "bad.json"
     saved.write_text(json.dumps([dict(crafted_results()[0], **change)]))
     rc, _, err = main(capsys, "bench", "--from-json", str(saved))
-    assert rc == 2 and "bad.json" in err and "not a deepselect-rt bench JSON" in err
+    assert rc == 2 and "bad.json" in err and "not a file written by deepselect-rt bench --json" in err
 
 
 def test_table_shows_small_bandwidths(capsys, tmp_path):

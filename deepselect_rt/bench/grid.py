@@ -9,7 +9,7 @@ import json
 import shlex
 import subprocess
 import sys
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -117,6 +117,10 @@ class Result:
     def from_dict(cls, d: dict) -> "Result":
         """Inverse of ``as_dict``; also reads the older files without peers or graph times.
         Raises KeyError/TypeError/ValueError for a dict that is not a valid result."""
+        missing = [f.name for f in fields(Case) if f.name not in d and f.default is MISSING] + [
+            name for name in ("ours_us", "torch_us") if name not in d]
+        if missing:
+            raise ValueError(f"a result lacks {', '.join(missing)}")
         case = Case(**{f.name: d[f.name] for f in fields(Case) if f.name in d})
         if case.dtype not in INPUT_DTYPES or case.index not in INDEX_DTYPES:
             raise ValueError(f"unknown dtypes {case.dtype!r}, {case.index!r}")
@@ -248,11 +252,13 @@ def load_json(path) -> tuple[list[Result], HostOverhead | None, dict]:
         doc = json.loads(Path(path).read_text())
         if isinstance(doc, list):
             doc = {"results": doc}
+        if not isinstance(doc, dict) or "results" not in doc:
+            raise ValueError("no \"results\" list")
         results = [Result.from_dict(d) for d in doc["results"]]
         host = HostOverhead(**doc["host"]) if doc.get("host") else None
         return results, host, dict(doc.get("meta") or {})
     except (KeyError, TypeError, ValueError, AttributeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{path}: not a deepselect-rt bench JSON ({type(exc).__name__}: {exc})") from None
+        raise ValueError(f"{path}: not a file written by deepselect-rt bench --json ({exc})") from None
 
 
 __all__ = ["Case", "Result", "HostOverhead", "standard_grid", "real_grid", "select", "run_meta", "save_json",
