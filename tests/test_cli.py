@@ -120,6 +120,7 @@ def test_cache_commands(capsys, cache_env):
     (("warmup", "--arch", "sm_99"), "unsupported GPU architecture 'sm_99'"),
     (("warmup", "--arch", "sm_100f"), "unsupported GPU architecture 'sm_100f'"),
     (("warmup", "--arch", "hopper"), "unknown GPU architecture 'hopper'"),
+    (("warmup", "--arch", "compute_75"), "compute_80, compute_86, compute_89"),
     (("warmup", "--arch", "sm_90a", "--dtype", "float64"), "--dtype 'float64'"),
     (("warmup", "--arch", "sm_90a", "--k", "8,many"), "--k 'many': expected an integer"),
     (("warmup", "--arch", "sm_90a", "--k", ""), "name at least one k"),
@@ -294,3 +295,11 @@ def test_warmup_bad_lock_timeout_is_one_error(tmp_path):
                      **{config.ENV_LOCK_TIMEOUT: "abc"})
     assert result.returncode == 2
     assert result.stderr.count("DEEPSELECT_RT_LOCK_TIMEOUT") == 1 and "Traceback" not in result.stderr
+
+
+def test_an_unknown_option_is_reported_with_its_commands_usage(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["info", "--x"])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2
+    assert "usage: deepselect-rt info" in err and "unrecognized arguments: --x" in err

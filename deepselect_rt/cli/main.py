@@ -39,6 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
     for spec in COMMANDS:
         module_name, function = spec.split(":")
         getattr(importlib.import_module(module_name), function)(subparsers)
+    for command_parser in subparsers.choices.values():  # a bad option is reported with its command's usage
+        command_parser.set_defaults(command_parser=command_parser)
     return parser
 
 
@@ -48,7 +50,9 @@ def main(argv=None) -> int:
 
     from ..errors import BackendUnavailableError, CompileError
 
-    args = build_parser().parse_args(argv)
+    args, unknown = build_parser().parse_known_args(argv)
+    if unknown:
+        args.command_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     out, err = console(), console(stderr=True)
 
     def show_warning(message, category, filename, lineno, file=None, line=None) -> None:

@@ -13,7 +13,8 @@ def register(subparsers) -> None:
         description="Compile the default kernel variants with NVRTC into the cache. With --arch "
                     "no GPU or driver is needed; without it the visible GPUs' archs are used.")
     p.add_argument("--arch", help="comma-separated archs, e.g. sm_90a,sm_100a; a compute capability (9.0, "
-                                  "sm_90) maps as on a device (sm_90 -> sm_90a), native asks the GPU")
+                                  "sm_90) maps as on a device (sm_90 -> sm_90a), native asks the GPU; "
+                                  "compute_80/86/89: PTX for DEEPSELECT_RT_ARCH")
     p.add_argument("--npu-arch", help="comma-separated Ascend NPU archs: dav-2201 (Atlas A2/A3), "
                                       "dav-3510 (Ascend 950); needs CANN's aclrtc or bisheng")
     p.add_argument("--dtype", action="append", metavar="DTYPE",

@@ -50,6 +50,7 @@ def arch_for_compute_capability(major: int, minor: int) -> str:
 # PTX targets: the driver compiles them for the GPU at load time. Used to run the code paths of
 # older archs on a newer GPU (DEEPSELECT_RT_ARCH); cubins serve real deployments.
 PTX_ARCHS = ("compute_80", "compute_86", "compute_89")
+_ACCEPTED = ", ".join(SUPPORTED_ARCHS + PTX_ARCHS)
 # Dynamic shared memory a CTA may opt into, by arch number, where it is less than a newer GPU's.
 _SMEM_OPTIN = {80: 163 * 1024, 86: 99 * 1024, 89: 99 * 1024}
 
@@ -70,16 +71,15 @@ def normalise_arch(arch: str) -> str:
         return native_arch()
     match = _ARCH_RE.match(text)
     if not match:
-        raise ValueError(f"unknown GPU architecture {arch!r}; use one of "
-                         f"{', '.join(SUPPORTED_ARCHS)}, a compute capability like 9.0, or native")
+        raise ValueError(f"unknown GPU architecture {arch!r}; use one of {_ACCEPTED}, a compute capability "
+                         "like 9.0, or native")
     digits, dotted_minor, suffix = match.groups()
     if dotted_minor is not None:
         major, minor = int(digits), int(dotted_minor)
     elif len(digits) >= 2:
         major, minor = int(digits[:-1]), int(digits[-1])
     else:
-        raise ValueError(f"unknown GPU architecture {arch!r}; use one of "
-                         f"{', '.join(SUPPORTED_ARCHS)}")
+        raise ValueError(f"unknown GPU architecture {arch!r}; use one of {_ACCEPTED}")
     if suffix:
         name = f"sm_{major}{minor}{suffix}"
         if name not in SUPPORTED_ARCHS:
@@ -87,8 +87,7 @@ def normalise_arch(arch: str) -> str:
                 served = f" ({major}.{minor} GPUs run the {arch_for_compute_capability(major, minor)} build)"
             except ValueError:
                 served = ""
-            raise ValueError(f"unsupported GPU architecture {arch!r}{served}; use one of "
-                             f"{', '.join(SUPPORTED_ARCHS)}")
+            raise ValueError(f"unsupported GPU architecture {arch!r}{served}; use one of {_ACCEPTED}")
         return name
     try:
         return arch_for_compute_capability(major, minor)
