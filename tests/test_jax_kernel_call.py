@@ -78,6 +78,15 @@ def test_split_stays_within_portable_clusters(rows, width, k):
     assert xla_call.split_for(rows, width, k, "bfloat16", DeviceLimits(108, 166912, False)) == (1, "", None)
 
 
+def test_ptx_for_xla_leaves_out_line_info():
+    from deepselect_rt.cuda import nvrtc
+
+    v = stream_variant("bfloat16", 512)
+    assert "-lineinfo" in nvrtc.compile_options(v, "sm_90a").argv
+    ptx_options = nvrtc.compile_options(v, "sm_90a", ptx=True).argv
+    assert "--gpu-architecture=compute_90a" in ptx_options and "-lineinfo" not in ptx_options
+
+
 @pytest.mark.parametrize("variant", [stream_variant("bfloat16", 512, split=SPLIT_CLUSTER),
                                      radix_variant("float32", 1024, 1), large_variant("float16")],
                          ids=lambda v: v.family)
@@ -89,7 +98,7 @@ def test_field_arg_entries_compile_to_ptx(variant):
         pytest.skip(str(exc))
     fv = with_field_args(variant)
     ptx = nvrtc.compile_cubin(fv, "sm_90a", ptx=True).cubin.decode()
-    assert ".target sm_90a" in ptx
+    assert ".target sm_90a" in ptx and "\t.loc\t" not in ptx  # no line info: jaxlib handles the text a call
     entry = re.search(rf"\.entry {fv.entry}\((.*?)\)", ptx, re.S)
     assert entry is not None and entry.group(1).count(".param .u64") == len(launch._FIELDS)
 
