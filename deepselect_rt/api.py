@@ -42,14 +42,17 @@ def topk(input, topk, sorted=False, begin=None, end=None, indices_type="int64", 
             ``__dlpack__`` producer) or a NumPy array (CPU reference). Last dimension stride 1;
             any row stride. JAX arrays may be traced (inside ``jax.jit``, ``jax.vmap``,
             ``jax.grad``): the call is then one JAX primitive (docs/contract.md says what
-            changes there: clamped ranges, no caller buffers or ``stream``).
-        topk: k, an integer ``>= 0``; ``k > width`` is allowed (rows are then short).
+            changes there: clamped ranges, no caller buffers or ``stream``). ``width`` at most
+            ``2**31 - 1``.
+        topk: k, an integer in ``[0, 2**31 - 1]`` (Python, NumPy, or a 0-d integer array; not a
+            bool); ``k > width`` is allowed (rows are then short).
         sorted: values descending (ties by ascending index). Otherwise the selected set comes by
             ascending index.
         begin, end: optional ``(rows,)`` int32/int64 on the input's device: row i selects from
             columns ``[begin[i], end[i])`` (defaults 0 and width). Host arrays must satisfy
             ``0 <= begin <= end <= width``; device arrays are clamped into range.
-        indices_type: "int32" or "int64" (string, NumPy, torch, JAX or CuPy dtype).
+        indices_type: "int32" or "int64" (string, NumPy, torch, JAX or CuPy dtype); default
+            "int64".
         sorted_index: the selected set by ascending index (the unsorted order too); ``sorted``
             and ``sorted_index`` together are an error.
         output_idx, output_val: optional caller buffers ``(rows, topk)`` of the index dtype and
@@ -58,12 +61,17 @@ def topk(input, topk, sorted=False, begin=None, end=None, indices_type="int64", 
         output_idx_offset: optional ``(rows,)`` int32/int64 added to each valid index of row i
             (never to fills), computed in the output index type.
         idx_oob_fill_value, value_oob_fill_value: fills for the slots of short rows
-            (``end - begin < topk``).
-        return_value: when False, values are neither computed nor returned (``None``).
+            (``end - begin < topk``); defaults ``2**31 - 1`` and ``-inf``. The index fill must
+            fit the index type.
+        return_value: when False, values are neither computed nor returned (``None``), and
+            ``output_val`` must be None.
         abort_when_nan_found: selects ``nan_policy`` when that is None: True gives "raise",
             False gives "sentinel".
-        nan_policy: "raise" (raise NaNInputError; synchronises), "sentinel" (a NaN row gets
-            0x3F3F3F3F indices and NaN values), "propagate" (NaN ranks above +inf).
+        nan_policy: "raise" (a NaN row gets the sentinel, as under "sentinel", and is recorded:
+            the next call on the device, or ``check_nan``, raises NaNInputError once the GPU
+            has run this one; never blocks), "raise_sync" (waits for the GPU and raises from
+            this call), "sentinel" (a NaN row gets 0x3F3F3F3F indices and NaN values),
+            "propagate" (NaN ranks above +inf).
         stream: CUDA stream: an integer handle in ``[0, 2**64)`` (Python or NumPy; not a bool),
             or a stream object: its ``__cuda_stream__()`` returning ``(version, handle)`` (the
             CUDA stream protocol), else its integer ``.cuda_stream``, ``.ptr`` or ``.handle``
@@ -102,10 +110,14 @@ def topk(input, topk, sorted=False, begin=None, end=None, indices_type="int64", 
         ``(values, indices, raw_indices)`` with ``return_raw_indices=True``.
 
     Raises:
-        TypeError: a wrong type or dtype. ValueError: a wrong shape, range or combination.
-        NaNInputError: NaN in a row under nan_policy="raise".
+        TypeError: a wrong type or dtype. ValueError: a wrong shape, range or combination, or a
+        serving option under ``torch.compile`` or inside a JAX transformation.
+        NaNInputError: NaN in a row of this call under nan_policy="raise_sync", or of an earlier
+        call on the device under "raise" (raised before this call launches anything).
         BackendUnavailableError: no backend for the input's device, or a JAX too old for its
-        transformations (the message names what is missing).
+        transformations (the message names what is missing). CompileError: a kernel that
+        NVRTC cannot compile (first use of a variant). RuntimeError: a CUDA driver error
+        (named) while loading or launching.
     """
     serving = dict(page_table=page_table, page_size=page_size, row_to_batch=row_to_batch, k_per_row=k_per_row,
                    return_raw_indices=return_raw_indices, output_raw_idx=output_raw_idx)
@@ -150,6 +162,11 @@ def ragged_topk(input, cu_seqlens, topk, sorted=False, indices_type="int64", sor
     Returns:
         ``(values, indices)`` of shape ``(rows, topk)``, as ``topk`` returns (a third output with
         ``return_raw_indices=True``).
+
+    Raises:
+        As ``topk``; also TypeError for a missing or wrongly typed ``cu_seqlens``, ValueError
+        for host ``cu_seqlens`` that do not rise within ``[0, total]``, and ValueError for any
+        call under ``torch.compile`` or inside a JAX transformation.
     """
     serving = dict(page_table=page_table, page_size=page_size, row_to_batch=row_to_batch, k_per_row=k_per_row,
                    return_raw_indices=return_raw_indices, output_raw_idx=output_raw_idx)
@@ -180,7 +197,8 @@ def check_nan(stream=None) -> None:
 
     Raises:
         NaNInputError: naming the earliest call that met NaN, its rows, and how many other calls
-            did. TypeError/ValueError: a bad ``stream``.
+            did. TypeError/ValueError: a bad ``stream``. RuntimeError: the CUDA driver's error
+            (named) while synchronising.
     """
     handle = checks.stream_handle(stream)
     if nan_record.has_devices("cuda"):

@@ -415,7 +415,7 @@ def check_page_positions(serving: Serving, b: np.ndarray | None, e: np.ndarray |
 
 def ragged_views(flat: TensorView, cu_seqlens, stream: int | None) -> tuple[TensorView, TensorView, TensorView]:
     """``(x, begin, end)`` of ``ragged_topk``: the 1-D ``flat`` as ``(rows, total)`` rows of stride 0,
-    and ``cu_seqlens[:-1]``, ``cu_seqlens[1:]`` as views. Host offsets must rise from 0 to at most
+    and ``cu_seqlens[:-1]``, ``cu_seqlens[1:]`` as views. Host offsets must rise from >= 0 to at most
     ``total``; device ones are clamped by the kernel."""
     if len(flat.shape) != 1:
         raise ValueError(f"ragged_topk's input must be 1-D (total,), the rows back to back; got shape {flat.shape}")

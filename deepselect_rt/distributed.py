@@ -73,8 +73,9 @@ def topk(local, k, *, group=None, dst=None, width_offsets=None, sorted=False, be
             lower group ranks. Widths may differ between ranks, 0 included. On a CUDA device
             with an NCCL group, or on the CPU with a gloo group. Every rank has the same
             ``rows`` and dtype.
-        k: the number of elements per row, an integer ``>= 0``. It may exceed a shard's width or
-            the global width (rows are then short).
+        k: the number of elements per row, an integer in ``[0, 2**31 - 1]`` with ``k *
+            world_size`` at most ``2**31 - 1``. It may exceed a shard's width or the global width
+            (rows are then short).
         group: the process group (default: the world group). Only its collectives are used: one
             small ``all_gather`` of each rank's width and arguments (not with ``width_offsets``)
             and one ``all_gather`` (``gather`` with ``dst``) of ``rows x k`` candidates a rank.
@@ -116,13 +117,15 @@ def topk(local, k, *, group=None, dst=None, width_offsets=None, sorted=False, be
         column numbers. ``(None, None)`` on the ranks other than ``dst``.
 
     Raises:
-        TypeError: a wrong type or dtype (``local``, ``k``, ``begin``, ``end``, ``dst``,
-            ``width_offsets``, ``indices_type``, the flags, the fills).
+        TypeError: a wrong type or dtype (``local``, ``k``, ``group``, ``begin``, ``end``,
+            ``dst``, ``width_offsets``, ``indices_type``, ``nan_policy``, the flags, the fills).
         ValueError: a wrong shape, range or combination, naming the argument: before any
             collective where this rank can tell alone; after the width exchange, on every rank
             alike, where ranks disagree (rows, k, dtype, arguments) or ``end`` exceeds the global
             width.
-        RuntimeError: torch.distributed is not initialised.
+        RuntimeError: torch.distributed is not initialised, or a CUDA driver error (named).
+        BackendUnavailableError, CompileError: as ``deepselect_rt.topk`` raises them for the
+            local top-k and the merge.
         NaNInputError: under "raise_sync", on the merging ranks. A report an earlier call on
             this device left pending is raised at the end of this call, after its collectives
             (so that the other ranks are not left waiting), instead of returning outputs.
