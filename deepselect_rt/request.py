@@ -30,7 +30,7 @@ class TopkRequest:
     out_idx: TensorView            # (rows, k), written in place
     out_val: TensorView | None     # (rows, k) or None when values are not returned
     stream: int                    # CUDA stream handle (0 = legacy default); unused on the host
-    # The serving options (contract.md, "Serving"); the defaults leave a call as it was.
+    # The serving options (contract.md, "Serving"); the defaults give the plain top-k.
     page_table: TensorView | None = None    # (batch, max_pages) int32
     page_size: int = 0                      # > 0 with page_table
     row_to_batch: TensorView | None = None  # (rows,) int32/int64: a row's page-table row

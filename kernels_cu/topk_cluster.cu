@@ -85,7 +85,7 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS, 1) DS_ENTRY(DS_PARAMS) 
     }
     // The mbarriers of the pushes, before the cluster barrier whose wait (below) lets the pushes
     // begin: then every CTA has started and initialised them. After the loads are issued, whose
-    // latency it then overlaps (before them it was a visible share of a CTA's time).
+    // latency it then overlaps (alone it is a visible share of a CTA's time).
     if (threadIdx.x == 0) mbar_init(&sh.bounds_arrived, 1);
     ClusterHistogram<NT>::init(sh.hist);
     cluster_arrive_relaxed();

@@ -116,8 +116,8 @@ def few_rows_tuning(rows: int, width: int, dtype: str, k: int, limits: DeviceLim
 
     Except rows longer than _FEW_ROWS_LONGEST at k > 512 once some SM holds two CTAs (rows >
     SMs): two 512-thread CTAs an SM read such rows little faster than one, two 256-thread CTAs
-    nearly twice as fast. On an H200 the few-rows tuning still won at one CTA an SM, at
-    k <= 512 and up to 256K columns, and was level at 512K."""
+    nearly twice as fast. At one CTA an SM the few-rows tuning is the faster at k <= 512 up to
+    256K columns and level at 512K (H200)."""
     kmax = stream_bucket(k)
     if kmax is None:
         return False

@@ -89,9 +89,6 @@ class KernelSpec:
         d.update({k: str(v) for k, v in self.extra})
         return d
 
-    def describe(self) -> str:
-        return self.entry
-
     def builds_for(self, arch: str) -> bool:
         """Whether the kernel exists for CUDA ``arch`` (e.g. "sm_90a"): clusters need sm_90."""
         return self.backend != "cuda" or arch_number(arch) >= self.min_sm

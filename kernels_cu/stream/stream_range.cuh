@@ -29,7 +29,7 @@ __device__ __forceinline__ u32 visit_stride(u32 n) {
 // The rank in the sample (sampled_threshold) of the first estimate: the sample's expected share
 // of the k best plus four standard deviations and 4, so the range almost always holds at least
 // k elements at or above the estimate; the caller checks that and streams again otherwise.
-// Three standard deviations were too few: a row streamed twice sets the time of its whole wave.
+// Fewer deviations would stream more rows twice, and such a row sets the time of its whole wave.
 // 0 (no estimate) for ranges too short to sample or where r reaches k (a block's own k-th best,
 // a valid bound, is as good). Few more than k candidates from the start means few selects.
 constexpr u32 SAMPLE = NT * DS_VEC;
@@ -57,8 +57,8 @@ __device__ __forceinline__ u32 retry_rank(u32 r, u32 m, u32 k) {
 // (so a sorted row is sampled like any other), and its element of rank r (sample_rank). Where
 // the sample's r-th key is shared by more than the slack (few distinct values), the estimate
 // is the r-th sampled composite, its column that of the r-th such tie in column order: a key
-// alone let every tie through until the selects had bounded the column, and the visits'
-// pseudo-random order made that slow, so the ties were appended many times over.
+// alone would let every tie through until the selects bound the column, and in the visits'
+// pseudo-random order the ties would be appended many times over.
 __device__ __forceinline__ u64 sampled_threshold(Shared& sh, const uint4* vrow, u32 body, u32 nvec, u32 r) {
     const u32 vi = (u32)((u64)threadIdx.x * nvec / NT);
     Vec v;
@@ -113,8 +113,8 @@ __device__ __forceinline__ u32 stream_range(Shared& sh, VectorQueue& vq, VectorR
     // claim buffer entries with one shared atomic a warp, and the CTA meets only when a select
     // is due (sh.claimed past CAP - ROOM), when a warp's survivors did not fit, at the end, and
     // around a pass's edge elements, before its blocks.
-    // A barrier a block held warps for the slowest one's loads (the largest stall), and meeting
-    // every few blocks as well was no faster. Between the crossing claim and its next check a
+    // A barrier a block would hold warps for the slowest one's loads (the largest stall), and
+    // meeting every few blocks as well measures no faster. Between the crossing claim and its next check a
     // warp appends at most one block's share (<= 32 x DS_LOADS vectors), so the whole-block room
     // always fits.
     const auto claimed = [&] { return __shfl_sync(DS_FULL_MASK, *(volatile u32*)&sh.claimed, 0); };
@@ -213,8 +213,8 @@ __device__ __forceinline__ u32 stream_range(Shared& sh, VectorQueue& vq, VectorR
         // Edge elements first (at most 2 * (DS_VEC - 1)), one per thread, and a barrier before
         // the blocks. Without it a late edge claim, which is unbounded, could follow the other
         // warps' bounded claims past CAP (claims count even when they miss) and write past the
-        // buffer: the edges were lost, and a composite in a queue slot read as a NaN vector (a
-        // false NaN flag).
+        // buffer, losing the edges and leaving a composite in a queue slot that reads as a NaN
+        // vector (a false NaN flag).
         {
             const u32 t = threadIdx.x;
             bits_t e = 0;
