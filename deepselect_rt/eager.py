@@ -21,7 +21,7 @@ def _backend(x: TensorView):
         from . import host
 
         return host
-    if x.device_type == "cuda":
+    if x.is_cuda:  # managed memory too: the kernels read it as device memory
         from .cuda import backend
 
         return backend
@@ -30,7 +30,7 @@ def _backend(x: TensorView):
 
         return backend
     raise BackendUnavailableError(f"no backend for tensors on device type {x.device_type!r}; "
-                                  "accepted: cpu (NumPy reference), cuda, npu")
+                                  "accepted: cpu (NumPy reference), cuda, cuda_managed, npu")
 
 
 def topk(input, topk, sorted=False, begin=None, end=None, indices_type="int64", sorted_index=False,

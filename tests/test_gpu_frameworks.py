@@ -143,6 +143,20 @@ def test_cupy_round_trip():
     np.testing.assert_array_equal(cp.asnumpy(vals), want[0])
 
 
+def test_managed_memory_runs_on_the_cuda_backend():
+    cp = cupy_cuda()
+    host = np.random.default_rng(3).standard_normal((5, 30000)).astype(np.float32)
+    managed = cp.cuda.malloc_managed(host.nbytes)
+    x = cp.ndarray(host.shape, cp.float32, managed)
+    x.set(host)
+    if x.__dlpack_device__()[0] != 13:  # kDLCUDAManaged
+        pytest.skip("this CuPy exports managed memory as plain CUDA memory")
+    vals, idx = deepselect_rt.topk(x, 100, sorted=True)
+    want = deepselect_rt.topk(host, 100, sorted=True)
+    np.testing.assert_array_equal(cp.asnumpy(idx), want[1])
+    np.testing.assert_array_equal(cp.asnumpy(vals), want[0])
+
+
 def test_cupy_explicit_stream_waits_for_the_producers_writes():
     """stream= names another stream than CuPy's current one, which is still writing the input:
     the DLPack export for that stream orders the writes before the kernel (api.eager_topk)."""
