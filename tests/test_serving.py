@@ -12,6 +12,8 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 import pytest
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
 
 import deepselect_rt
 from deepselect_rt import reference
@@ -234,6 +236,47 @@ def test_all_options_api_equals_reference(dtype):
     assert_same(got, want)
     assert_same(want, brute(x, 32, begin=begin, end=end, k_per_row=ks, page_table=pt, page_size=16,
                             row_to_batch=r2b, index_dtype="int32"))
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_every_option_together_against_brute_force(data):
+    """Random shapes, ranges, tables, per-row k, offsets, ties, NaN rows and both orders: the API
+    (CPU backend) equals the brute force slot for slot."""
+    draw = data.draw
+    rows, width = draw(st.integers(0, 6)), draw(st.integers(1, 40))
+    k = draw(st.integers(0, width + 3))
+    dtype = draw(st.sampled_from([np.float16, ml_dtypes.bfloat16, np.float32]))
+    x = scores(rows, width, draw(st.integers(0, 2**16)), dtype, ties=draw(st.booleans()))
+    if rows and draw(st.booleans()):
+        x[draw(st.integers(0, rows - 1)), draw(st.integers(0, width - 1))] = np.nan
+    end = np.array(draw(st.lists(st.integers(0, width), min_size=rows, max_size=rows)), np.int64)
+    begin = np.array([draw(st.integers(0, int(e))) for e in end], np.int64)
+    index_dtype = draw(st.sampled_from(["int32", "int64"]))
+    kw = dict(begin=begin, end=end)
+    if draw(st.booleans()):
+        kw["output_idx_offset"] = np.array(draw(st.lists(st.integers(-3, 50), min_size=rows, max_size=rows)),
+                                           np.int64)
+    if draw(st.booleans()):
+        kw["k_per_row"] = np.array(draw(st.lists(st.integers(0, k), min_size=rows, max_size=rows)), np.int32)
+    sorted_ = "k_per_row" not in kw and draw(st.booleans())
+    page_size = None
+    if draw(st.booleans()):
+        page_size = draw(st.integers(1, 8))
+        batch = draw(st.integers(1, 4))
+        pages = -(-(width + 50) // page_size) - draw(st.integers(0, 2))  # now and then too few for a position
+        kw.update(page_table=table(batch, max(1, pages), draw(st.integers(0, 99))), page_size=page_size,
+                  row_to_batch=np.array(draw(st.lists(st.integers(0, batch - 1), min_size=rows, max_size=rows)),
+                                        np.int32))
+    try:
+        got = deepselect_rt.topk(x, k, sorted=sorted_, indices_type=index_dtype, nan_policy="sentinel",
+                                 return_raw_indices=True, **kw)
+    except ValueError as exc:  # a position past the table that the host can see: refused, not filled
+        assert page_size is not None and "page" in str(exc)
+        event("refused: a position past the table")
+        return
+    brute_kw = {("offsets" if name == "output_idx_offset" else name): v for name, v in kw.items()}
+    assert_same(got, brute(x, k, sorted=sorted_, index_dtype=index_dtype, nan_sentinel=True, **brute_kw))
 
 
 # --- ragged rows ------------------------------------------------------------------------------------
