@@ -33,6 +33,7 @@ HOST_CALLS = 10_000
 OURS = "deepselect-rt"
 TORCH = "torch.topk"
 JAX = "jax.lax.top_k"
+JAX_OURS = "jax.jit(deepselect-rt)"
 
 
 @dataclass(frozen=True)
@@ -78,9 +79,10 @@ class Result:
     """Timings of one case in microseconds.
 
     ours_us, torch_us: median GPU time from CUDA events, cold L2. peers: further implementations
-    by name (``JAX``: wall time, see ``timing.time_wall``). ours_graph_us, torch_graph_us: GPU time
-    under CUDA-graph replay, measured when either event time is under ``GRAPH_BELOW_US``, else
-    None. peer_errors: why a peer has no time. ours_tbs and speedup (torch / ours) are derived.
+    by name (``JAX`` and ``JAX_OURS``, each under jax.jit: wall time, see ``timing.time_wall``).
+    ours_graph_us, torch_graph_us: GPU time under CUDA-graph replay, measured when either event
+    time is under ``GRAPH_BELOW_US``, else None. peer_errors: why a peer has no time. ours_tbs and
+    speedup (torch / ours) are derived.
     """
 
     case: Case
@@ -262,4 +264,4 @@ def load_json(path) -> tuple[list[Result], HostOverhead | None, dict]:
 
 
 __all__ = ["Case", "Result", "HostOverhead", "standard_grid", "real_grid", "select", "run_meta", "save_json",
-           "load_json", "OURS", "TORCH", "JAX"]
+           "load_json", "OURS", "TORCH", "JAX", "JAX_OURS"]

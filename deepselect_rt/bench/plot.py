@@ -9,9 +9,9 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from .grid import JAX, OURS, TORCH, Result
+from .grid import JAX, JAX_OURS, OURS, TORCH, Result
 
-COLOURS = {OURS: "#1f5fbf", TORCH: "#e07b00", JAX: "#2e9940"}
+COLOURS = {OURS: "#1f5fbf", TORCH: "#e07b00", JAX: "#2e9940", JAX_OURS: "#7a3db8"}
 OTHER_COLOURS = ("#8e44ad", "#c0392b", "#7f8c8d")
 LINE_STYLES = ("-", "--", ":", "-.")
 MARKERS = ("o", "s", "^", "D", "v", "P", "X")

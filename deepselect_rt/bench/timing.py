@@ -15,7 +15,7 @@ import statistics
 import time
 
 from ..errors import BackendUnavailableError
-from .grid import FLUSH_BYTES, GRAPH_BELOW_US, HOST_CALLS, ITERS, JAX, Case, HostOverhead, Result
+from .grid import FLUSH_BYTES, GRAPH_BELOW_US, HOST_CALLS, ITERS, JAX, JAX_OURS, Case, HostOverhead, Result
 
 
 def require_gpu(who: str, without: str = "") -> None:
@@ -147,16 +147,29 @@ def jax_available() -> bool:
         return False
 
 
-def _time_jax(torch, x, case: Case, flush, iters: int) -> float:
+def _jax_calls(x, end, case: Case) -> dict:
+    """Blocking calls of jax.jit(jax.lax.top_k) and jax.jit(deepselect_rt.topk) (int32 indices, as
+    lax.top_k gives, and ``nan_policy="sentinel"``, as ours runs above) on zero-copy JAX views of
+    ``x`` and ``end``, by peer name."""
     import jax
 
-    xj = jax.dlpack.from_dlpack(x)  # zero-copy view of the torch tensor
-    top_k = jax.jit(lambda a: jax.lax.top_k(a, case.k))
-    return time_wall(torch, lambda: jax.block_until_ready(top_k(xj)), flush, iters)
+    import deepselect_rt
+
+    xj = jax.dlpack.from_dlpack(x)
+    ej = None if end is None else jax.dlpack.from_dlpack(end)
+    kw = dict(sorted=case.sorted, return_value=case.values, indices_type="int32", nan_policy="sentinel")
+    lax_top_k = jax.jit(lambda a: jax.lax.top_k(a, case.k))
+    ours = jax.jit(lambda a, e: deepselect_rt.topk(a, case.k, end=e, **kw))
+    return {JAX: lambda: jax.block_until_ready(lax_top_k(xj)), JAX_OURS: lambda: jax.block_until_ready(ours(xj, ej))}
+
+
+def _why(exc: Exception) -> str:
+    return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
 
 
 def run_case(case: Case, iters: int = ITERS, jax_peer: bool = False) -> Result:
-    """Time ``case`` for ours and torch.topk (and jax.lax.top_k when ``jax_peer``).
+    """Time ``case`` for ours and torch.topk (and, when ``jax_peer``, jax.jit of jax.lax.top_k
+    and of ours).
 
     Ours runs with preallocated outputs and nan_policy="sentinel" (no sync), with the causal
     ``end`` of real indexer rows; the peers take the whole rows, whose tail is -inf there, as a
@@ -182,11 +195,16 @@ def run_case(case: Case, iters: int = ITERS, jax_peer: bool = False) -> Result:
     if min(result.ours_us, result.torch_us) < GRAPH_BELOW_US:
         result.ours_graph_us = time_graph(torch, ours, flush, iters)
         result.torch_graph_us = time_graph(torch, peer, flush, iters)
-    if jax_peer:
+    if jax_peer:  # a JAX column's failure (memory, dlpack, lowering) loses that column only
         try:
-            result.peers[JAX] = _time_jax(torch, x, case, flush, iters)
-        except Exception as exc:  # a peer's failure (memory, dlpack) loses its column only
-            result.peer_errors[JAX] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            calls = _jax_calls(x, end, case)
+        except Exception as exc:
+            calls, result.peer_errors[JAX] = {}, _why(exc)
+        for name, fn in calls.items():
+            try:
+                result.peers[name] = time_wall(torch, fn, flush, iters)
+            except Exception as exc:
+                result.peer_errors[name] = _why(exc)
     return result
 
 
@@ -212,8 +230,8 @@ def per_call_us(fn, calls: int, burst: int = 25) -> float:
 def host_overhead(calls: int = HOST_CALLS) -> HostOverhead:
     """Host time per call (``per_call_us``) over ``calls`` calls on a 4 x 4096 bfloat16 input,
     k = 16: ours with the defaults, with nan_policy="sentinel", with caller buffers, from CuPy
-    and JAX arrays where those have a GPU, beside torch.topk (allocating and with ``out=``) and
-    jax.jit(jax.lax.top_k)."""
+    and JAX arrays where those have a GPU and under jax.jit, beside torch.topk (allocating and
+    with ``out=``) and jax.jit(jax.lax.top_k)."""
     import torch
 
     import deepselect_rt
@@ -242,8 +260,9 @@ def host_overhead(calls: int = HOST_CALLS) -> HostOverhead:
 
         xj = jax.dlpack.from_dlpack(x)
         top_k = jax.jit(lambda a: jax.lax.top_k(a, k))
-        jax.block_until_ready(top_k(xj))
+        ours_jit = jax.jit(lambda a: topk(a, k, indices_type="int32"))
         calls_["ours, JAX array (int32 indices)"] = lambda: topk(xj, k, indices_type="int32")
+        calls_["jax.jit(ours) (defaults, int32 indices)"] = lambda: ours_jit(xj)
         calls_["jax.jit(jax.lax.top_k)"] = lambda: top_k(xj)
     by_call = {label: per_call_us(fn, calls) for label, fn in calls_.items()}
     return HostOverhead(f"bfloat16 {rows}x{width} k={k}", calls, by_call["ours, caller buffers"],

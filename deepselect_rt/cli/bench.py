@@ -14,7 +14,7 @@ from .console import split_values
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
-        "bench", help="time topk against torch.topk (and jax.lax.top_k) on the GPU",
+        "bench", help="time topk against torch.topk (and jax.lax.top_k, under jax.jit with ours) on the GPU",
         description="Benchmark by docs/performance.md: CUDA events, cold L2, median of 30 calls, "
                     "peers on the same inputs in the same run. Without options: the standard grid "
                     "(several minutes on an H200). Needs a GPU and torch with CUDA, except "
@@ -32,7 +32,8 @@ def register(subparsers) -> None:
     grid.add_argument("--dist", action="append", metavar="NAME",
                       help="input distribution(s) instead of randn (see deepselect_rt.bench.distributions)")
     grid.add_argument("--host", action="store_true",
-                      help="also measure host time per call: ours (defaults, sentinel, caller buffers, CuPy, JAX), torch.topk, jax.jit(jax.lax.top_k)")
+                      help="also measure host time per call: ours (defaults, sentinel, caller buffers, CuPy, JAX, "
+                           "under jax.jit), torch.topk, jax.jit(jax.lax.top_k)")
     p.add_argument("--json", metavar="FILE", help="write the results (with date, GPU, driver, commit)")
     p.add_argument("--plot", metavar="FILE.png", help="draw TB/s against width, one panel per row count")
     p.add_argument("--from-json", metavar="FILE", help="print (and --plot) a saved run; no GPU needed")
@@ -138,7 +139,8 @@ def _run(args, cases, out, err) -> int:
     jax_peer = timing.jax_available()
     meta = grid.run_meta()
     err.print(f"{len(cases)} case(s) on {meta['gpu']}; peers: {grid.TORCH}"
-              + (f", {grid.JAX}" if jax_peer else f" ({grid.JAX}: no JAX GPU backend here)"), markup=False)
+              + (f", {grid.JAX}, {grid.JAX_OURS}" if jax_peer else f" ({grid.JAX}: no JAX GPU backend here)"),
+              markup=False)
     host = timing.host_overhead() if args.host else None
     results, failed = [], []
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
@@ -185,9 +187,10 @@ def _report(out, results, host, meta, plot_path) -> None:
             row += ["-" if v is None else f"{v:.1f}" for v in (r.ours_graph_us, r.torch_graph_us)]
         table.add_row(*row)
     out.print(table)
-    if grid.JAX in peers:
-        out.print(f"{grid.JAX}: wall time per blocking call (it runs on its own stream), so it includes "
-                  "its dispatch cost", markup=False)
+    jax_columns = [p for p in (grid.JAX, grid.JAX_OURS) if p in peers]
+    if jax_columns:
+        out.print(f"{' and '.join(jax_columns)}: wall time per blocking call of a jax.jit function (JAX runs on "
+                  "its own stream), so it includes JAX's dispatch; int32 indices", markup=False)
     for r in results:
         for name, why in r.peer_errors.items():
             out.print(f"{name} failed on {r.case.label()}: {why}", markup=False)
