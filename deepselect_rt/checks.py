@@ -43,6 +43,8 @@ def _real(value, name: str) -> float:
 def _as_int(value) -> int | None:
     """``value`` as an int when it is an integer (Python or NumPy, or a 0-d integer array of any
     framework; a bool is not), else None."""
+    if type(value) is int:  # the common case, without an attribute lookup that fails
+        return value
     if isinstance(value, (bool, np.bool_)):
         return None
     shape = getattr(value, "shape", None)

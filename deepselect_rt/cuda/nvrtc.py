@@ -24,8 +24,10 @@ from .arch import PTX_ARCHS, SUPPORTED_ARCHS, normalise_arch
 
 # Fixed options. No --use_fast_math: it flushes denormals and changes comparisons' inputs, and
 # top-k must be exact. -default-device lets helpers omit __device__. -lineinfo keeps profiler
-# source mapping at no run-time cost (cubins; compile_options leaves it out of PTX for XLA).
-_BASE_OPTIONS = ("-std=c++17", "-default-device", "-lineinfo")
+# source mapping at no run-time cost; PTX for XLA's launcher goes without it, since line info
+# nearly doubles the text that jaxlib copies and hashes on every call.
+_BASE_OPTIONS = ("-std=c++17", "-default-device")
+_LINE_INFO = ("-lineinfo",)
 
 
 @dataclass(frozen=True)
@@ -119,10 +121,7 @@ def compile_options(variant: KernelSpec, arch: str, source_dir: Path | None = No
     arch = normalise_arch(arch)
     source_dir = Path(source_dir) if source_dir is not None else env.cuda_source_dir()
     target = "compute_" + arch.removeprefix("sm_") if ptx and arch.startswith("sm_") else arch
-    # PTX for XLA's launcher goes without line info, which nearly doubles the text: jaxlib
-    # copies and hashes the message that carries it on every call.
-    base = tuple(o for o in _BASE_OPTIONS if o != "-lineinfo") if ptx else _BASE_OPTIONS
-    common = [f"--gpu-architecture={target}", *base]
+    common = [f"--gpu-architecture={target}", *_BASE_OPTIONS, *(() if ptx else _LINE_INFO)]
     common += [f"-D{name}={value}" for name, value in sorted(variant.defines.items())]
     return Options((*common, f"--include-path={source_dir}"), (*common, "--include-path=<kernels_cu>"))
 
