@@ -103,32 +103,75 @@ def test_field_arg_entries_compile_to_ptx(variant):
     assert entry is not None and entry.group(1).count(".param .u64") == len(launch._FIELDS)
 
 
+# --- the kernel-call descriptor --------------------------------------------------------------
+
+def _read_varint(data: bytes, i: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        byte = data[i]
+        value |= (byte & 0x7F) << shift
+        i, shift = i + 1, shift + 7
+        if byte < 0x80:
+            return value, i
+
+
+def _decode(data: bytes) -> list:
+    """A protobuf message as [(field, value)]: varints as ints, length-delimited as bytes."""
+    fields, i = [], 0
+    while i < len(data):
+        tag, i = _read_varint(data, i)
+        if tag & 7 == 0:
+            value, i = _read_varint(data, i)
+        else:
+            assert tag & 7 == 2, tag
+            size, i = _read_varint(data, i)
+            value, i = data[i:i + size], i + size
+        fields.append((tag >> 3, value))
+    return fields
+
+
+def test_descriptor_with_ptx_holds_the_launch():
+    from deepselect_rt.interop import kernel_call_proto
+
+    params = (("buffer", 0), ("i64", -3), ("u64", 2**63), ("u64", 0))
+    data = kernel_call_proto.encode("ds_entry", 512, 2, 70000, 90, 4, params, "my call", ptx="// ptx")
+    top = _decode(data)
+    assert [f for f, _ in top] == [1, 4] and top[1][1] == b"my call"
+    call = _decode(top[0][1])
+    assert [f for f, _ in call] == [1, 2, 3, 4, 5, 5, 5, 5] and [v for _, v in call[1:4]] == [4, 1, 1]
+    assert [_decode(v) for _, v in call[4:]] == [[(1, b"")], [(5, 2**64 - 3)], [(6, 2**63)], [(6, 0)]]
+    kernel = _decode(call[0][1])
+    assert kernel == [(1, b"ds_entry"), (2, 16), (3, 70000), (4, b"// ptx"), (6, 90), (10, 2)]
+
+
+def test_descriptor_with_an_image_names_it_by_digest():
+    from deepselect_rt.interop import kernel_call_proto
+
+    image = b"\x7fELF" + bytes(range(256)) * 40
+    data = kernel_call_proto.encode("ds_entry", 256, 1, 0, 90, 1, (("buffer", 0),), "ds_entry", image=image)
+    kernel = dict(_decode(_decode(_decode(data)[0][1])[0][1]))
+    assert 3 not in kernel  # no dynamic shared memory: left out, as proto3 does
+    assert kernel[4].decode() == "deepselect-rt cubin sha256:" + __import__("hashlib").sha256(image).hexdigest()
+    assert kernel[10] == 1 and _decode(kernel[11]) == [(1, image), (2, b"ds_entry")]
+    other = kernel_call_proto.encode("ds_entry", 256, 1, 0, 90, 1, (("buffer", 0),), "ds_entry",
+                                     image=image[:-1] + b"\x00")
+    assert dict(_decode(_decode(_decode(other)[0][1])[0][1]))[4] != kernel[4]
+
+
+@pytest.mark.parametrize("code", [{}, {"ptx": "x", "image": b"y"}])
+def test_descriptor_needs_exactly_one_kind_of_code(code):
+    from deepselect_rt.interop import kernel_call_proto
+
+    with pytest.raises(ValueError, match="exactly one"):
+        kernel_call_proto.encode("e", 32, 1, 0, 90, 1, (), "e", **code)
+    with pytest.raises(ValueError, match="'buffer', 'i64' or 'u64'"):
+        kernel_call_proto.encode("e", 32, 1, 0, 90, 1, (("f32", 1),), "e", ptx="x")
+
+
 # --- the lowering ----------------------------------------------------------------------------
 
-class _FakeLib:
-    """Stands in for jax._src.lib.gpu_triton: records what the proto would hold."""
-
-    @staticmethod
-    def create_array_parameter(bytes_to_zero, divisibility):
-        return ("array", bytes_to_zero, divisibility)
-
-    @staticmethod
-    def create_scalar_parameter(value, kind):
-        return (kind, value)
-
-    class TritonKernel:
-        def __init__(self, *args):
-            self.args = args
-
-    class TritonKernelCall:
-        def __init__(self, kernel, *args):
-            self.kernel, self.args = kernel, args
-
-        def to_proto(self, name, metadata):
-            return repr((name, self.kernel.args, self.args)).encode()
-
-
-def test_cuda_lowering_emits_the_kernel_call(monkeypatch):
+@pytest.mark.parametrize("route", ["image", "ptx"])
+def test_cuda_lowering_emits_the_kernel_call(monkeypatch, route):
     jax = pytest.importorskip("jax")
     jnp = pytest.importorskip("jax.numpy")
     from deepselect_rt.interop import jax_ffi
@@ -137,10 +180,11 @@ def test_cuda_lowering_emits_the_kernel_call(monkeypatch):
 
     def fake_kernel_call(device, dtype, rows, width, k, vectors, **kwargs):
         seen.update(device=device, dtype=dtype, shape=(rows, width, k), vectors=vectors, **kwargs)
-        return xla_call.KernelCall("ds_entry", "// ptx", 90, 512, rows, 2, 70000,
-                                   (xla_call.BUFFER, ("i64", -3), ("u64", 2**63)))
+        code = {"image": b"\x7fELF-cubin"} if kwargs["image"] else {"ptx": "// ptx"}
+        return xla_call.KernelCall("ds_entry", 90, 512, rows, 2, 70000,
+                                   (xla_call.BUFFER, ("i64", -3), ("u64", 2**63)), **code)
 
-    monkeypatch.setattr(jax_ffi, "kernel_call_lib", lambda: (_FakeLib, None))
+    monkeypatch.setattr(jax_ffi, "kernel_call_route", lambda: (route, None))
     monkeypatch.setattr(jax_ffi, "target_device", lambda policy: 3)
     monkeypatch.setattr(xla_call, "kernel_call", fake_kernel_call)
     f = jax.jit(lambda a, e: deepselect_rt.topk(a, 5, end=e, indices_type="int32", nan_policy="sentinel"))
@@ -152,18 +196,25 @@ def test_cuda_lowering_emits_the_kernel_call(monkeypatch):
     assert re.search(r"return %0#1, %0#0 ", text)  # values first, as topk returns them
     assert seen == dict(device=3, dtype="bfloat16", shape=(4, 64, 5), vectors={"end": "int32"},
                         index_dtype="int32", sorted=False, return_value=True, nan_policy="sentinel",
-                        idx_fill=2**31 - 1, val_fill=-np.inf)
+                        idx_fill=2**31 - 1, val_fill=-np.inf, image=route == "image")
     opaque = re.search(r'opaque = "((?:[^"\\]|\\.)*)"', calls[0]).group(1)
     raw = bytes(int(m[1:], 16) if m.startswith("\\") else ord(m) for m in re.findall(r"\\[0-9A-F]{2}|.", opaque))
-    assert zlib.decompress(raw) == repr(("ds_entry", ("ds_entry", 16, 2, 70000, "// ptx", "", 90),
-                                         (4, 1, 1, [("array", 0, 0), ("i64", -3), ("u64", 2**63)]))).encode()
+    top = _decode(zlib.decompress(raw))
+    call = _decode(top[0][1])
+    kernel = dict(_decode(call[0][1]))
+    assert top[1] == (4, b"ds_entry") and [v for _, v in call[1:4]] == [4, 1, 1] and len(call) == 7
+    assert (kernel[1], kernel[2], kernel[3], kernel[6], kernel[10]) == (b"ds_entry", 16, 70000, 90, 2)
+    if route == "image":
+        assert dict(_decode(kernel[11]))[1] == b"\x7fELF-cubin" and kernel[4].startswith(b"deepselect-rt cubin")
+    else:
+        assert kernel[4] == b"// ptx" and 11 not in kernel
 
 
-def test_kernel_call_lib_says_why_not():
+def test_kernel_call_route_says_why_not():
     pytest.importorskip("jax")
     from deepselect_rt.interop import jax_ffi
 
-    lib, why = jax_ffi.kernel_call_lib()
-    assert (lib is None) == (why is not None)
-    if lib is None:
+    route, why = jax_ffi.kernel_call_route()
+    assert (route is None) == (why is not None) and route in (None, "image", "ptx")
+    if route is None:
         assert "triton_kernel_call_ffi" in why or "jaxlib" in why

@@ -10,8 +10,10 @@ What that launcher does (jaxlib/gpu/triton_kernels.cc, ``KernelCall::Launch`` an
   ``DS_FIELD_ARGS`` (``variants.with_field_args``), whose parameters are the argument block's
   fields in its order, so the buffers come in the order XLA passes them: input, the row vectors
   given (begin, end, offsets), indices, values. Absent ones are 0 scalars.
-- The kernel is PTX that jaxlib assembles with ptxas for the device's compute capability (with
-  the 'a' features from sm_90): NVRTC compiles the variant to PTX (``NVRTC_PTX_COMPILER``).
+- The kernel goes as the cubin the eager path loads (the kernel cache's, for the device's arch)
+  where jaxlib loads module images, else as PTX that jaxlib assembles with ptxas for the
+  device's compute capability (with the 'a' features from sm_90): NVRTC compiles the variant to
+  PTX (``NVRTC_PTX_COMPILER``).
 - A CTA has ``num_warps * 32`` threads; ``grid_0 * num_ctas`` CTAs go in clusters of
   ``num_ctas`` (cuLaunchKernelEx), with ``shared_mem_bytes`` of dynamic shared memory (opted in
   past 48 KiB). The non-portable cluster attribute is never set: clusters stay within
@@ -32,7 +34,7 @@ from . import backend, nan_memory
 from .arch import device_arch, device_info
 from .driver import on_device
 from .plan import DeviceLimits, Plan, choose_split, few_rows_tuning, radix_tier, row_vectors
-from .nvrtc import NVRTC_PTX_COMPILER
+from .nvrtc import NVRTC_COMPILER, NVRTC_PTX_COMPILER
 from .variants import SPLIT_CLUSTER, SPLIT_RADIX, SPLIT_WORKSPACE
 
 #: The largest cluster every sm_90+ GPU launches without the non-portable attribute.
@@ -43,20 +45,22 @@ BUFFER = ("buffer", 0)  # a parameter that is the next XLA buffer
 
 @dataclass(frozen=True)
 class KernelCall:
-    """One launch for XLA: ``entry`` of ``ptx`` for ``compute_capability`` (major * 10 +
-    minor); ``threads`` a CTA, ``grid`` clusters of ``cluster`` CTAs (one cluster a row),
-    ``smem`` bytes of dynamic shared memory; ``params``, one per kernel parameter: ``BUFFER`` or
-    ``("i64" | "u64", value)``. XLA's buffers: the input, the row vectors given, then the
-    results in the order indices, values."""
+    """One launch for XLA: ``entry`` for ``compute_capability`` (major * 10 + minor);
+    ``threads`` a CTA, ``grid`` clusters of ``cluster`` CTAs (one cluster a row), ``smem`` bytes
+    of dynamic shared memory; ``params``, one per kernel parameter: ``BUFFER`` or ``("i64" |
+    "u64", value)``. XLA's buffers: the input, the row vectors given, then the results in the
+    order indices, values. The code: ``image`` (a cubin for the device's arch, or PTX when that
+    arch is a compute_XY one) or else ``ptx`` (text for the launcher to assemble)."""
 
     entry: str
-    ptx: str
     compute_capability: int
     threads: int
     grid: int
     cluster: int
     smem: int
     params: tuple
+    ptx: str = ""
+    image: bytes = b""
 
 
 def split_for(rows: int, width: int, k: int, dtype: str, limits: DeviceLimits) -> tuple[int, str, object]:
@@ -98,10 +102,12 @@ def parameters(plan: Plan, rows: int, width: int, k: int, vectors: dict, *, inde
 
 
 def kernel_call(device: int, dtype: str, rows: int, width: int, k: int, vectors: dict, *, index_dtype: str,
-                sorted: bool, return_value: bool, nan_policy: str, idx_fill: int, val_fill: float) -> KernelCall:
+                sorted: bool, return_value: bool, nan_policy: str, idx_fill: int, val_fill: float,
+                image: bool = True) -> KernelCall:
     """The launch of a ``(rows, width)`` top-k of ``dtype`` planned for CUDA device ``device``:
-    the plan's variant loaded there (cluster occupancy checked, as eager calls do), its PTX from
-    the kernel cache (NVRTC on a miss). Under nan_policy="raise" the parameters carry the
+    the plan's variant loaded there (cluster occupancy checked, as eager calls do), with the
+    code the eager path loaded (``image``) or else its PTX, both from the kernel cache (NVRTC on
+    a miss). Under nan_policy="raise" the parameters carry the
     device's NaN record, so NaN rows are reported as an eager call's are (by the next eager
     call on the device, or check_nan). Raises BackendUnavailableError without a driver or NVRTC,
     CompileError when a kernel does not compile."""
@@ -116,10 +122,12 @@ def kernel_call(device: int, dtype: str, rows: int, width: int, k: int, vectors:
         if nan_policy == "raise":
             record, head, entries = nan_memory.record(device)
             nan = (head, entries, record.new_call(f"{dtype} {rows}x{width}, k={k}, in a jax.jit computation"))
-    ptx = default_cache(NVRTC_PTX_COMPILER).get_or_build(plan.variant, device_arch(device)).decode()
+    compiler = NVRTC_COMPILER if image else NVRTC_PTX_COMPILER
+    code = default_cache(compiler).get_or_build(plan.variant, device_arch(device))
     major, minor = device_info(device).compute_capability
     cluster = plan.split if plan.how in (SPLIT_CLUSTER, SPLIT_RADIX) else 1
     params = parameters(plan, rows, width, k, vectors, index_dtype=index_dtype, sorted=sorted,
                         return_value=return_value, nan_policy=nan_policy, idx_fill=idx_fill, val_fill=val_fill,
                         dtype=dtype, nan=nan)
-    return KernelCall(plan.variant.entry, ptx, major * 10 + minor, plan.threads, rows, cluster, plan.smem, params)
+    return KernelCall(plan.variant.entry, major * 10 + minor, plan.threads, rows, cluster, plan.smem, params,
+                      **({"image": code} if image else {"ptx": code.decode()}))

@@ -3,15 +3,15 @@
 - ``check_version``: the oldest JAX the traced route (``interop/jax.py``) is written for.
 - ``register_gpu_lowering``: the CUDA lowering of ``deepselect_rt_topk``. Where it can, it
   lowers the call to jaxlib's kernel-call custom call, ``triton_kernel_call_ffi``: XLA launches
-  our NVRTC kernel (as PTX, which jaxlib assembles with ptxas) on its own stream into the
-  buffers it allocated. The target and its Python bindings (``jax._src.lib.gpu_triton``:
-  ``TritonKernel``, ``TritonKernelCall``, ``create_array_parameter``,
-  ``create_scalar_parameter``, ``to_proto``) are private to jaxlib, used here as jax-triton and
-  Pallas use them (``jax/_src/pallas/triton/pallas_call_registration.py``); the custom call is
-  emitted through the public ``jax.ffi.ffi_lowering`` with the zlib-compressed proto as its
-  ``opaque`` attribute. Elsewhere (no CUDA plugin, jaxlib too old, no CUDA driver bindings or
-  NVRTC for deepselect-rt, nan_policy="raise" with several GPUs) the host callback serves, with
-  a warning saying why.
+  our NVRTC kernel on its own stream into the buffers it allocated. The target and its
+  descriptor (``jaxlib/gpu/triton.proto``, written by ``interop/kernel_call_proto.py``) are
+  private to jaxlib, used here as jax-triton and Pallas use them; the custom call is emitted
+  through the public ``jax.ffi.ffi_lowering`` with the zlib-compressed descriptor as its
+  ``opaque`` attribute. Where jaxlib's plugin loads module images (it registers an
+  ``instantiate`` handler, jaxlib 0.11.1 on), the descriptor carries the cubin the eager path
+  loads; before that, PTX, which jaxlib assembles with ptxas. Elsewhere (no CUDA plugin, jaxlib
+  too old, no CUDA driver bindings or NVRTC for deepselect-rt, nan_policy="raise" with several
+  GPUs) the host callback serves, with a warning saying why.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import zlib
 import jax
 
 from ..errors import BackendUnavailableError
+from . import kernel_call_proto
 
 #: The oldest JAX the traced route is written for: ``jax.ffi`` and ``pure_callback``'s
 #: ``vmap_method`` (0.4.34+), ``jax.extend.core.Primitive``. Tested with jax 0.10.2.
@@ -57,8 +58,10 @@ def check_version(version: str | None = None) -> None:
             "jax.Arrays outside the transformation")
 
 
-def kernel_call_lib():
-    """(jaxlib's kernel-call bindings, None), or (None, why they cannot be used)."""
+def kernel_call_route() -> tuple[str | None, str | None]:
+    """How jaxlib's kernel-call target takes our kernel: ("image", None) where its CUDA plugin
+    loads module images, ("ptx", None) where it assembles PTX only, or (None, why it cannot be
+    used)."""
     try:
         import jaxlib.version
         from jax._src.lib import gpu_triton
@@ -69,9 +72,10 @@ def kernel_call_lib():
         return None, (f"jaxlib {found} is older than {'.'.join(map(str, MIN_JAXLIB_KERNEL_CALL))}, whose CUDA "
                       f"plugin registers {TARGET}")
     plugin = getattr(gpu_triton, "_cuda_triton", None)
-    if plugin is None or TARGET not in plugin.registrations():
+    handlers = None if plugin is None else plugin.registrations().get(TARGET)
+    if handlers is None:
         return None, f"JAX's CUDA plugin does not register {TARGET}"
-    return gpu_triton, None
+    return ("image" if isinstance(handlers, dict) and "instantiate" in handlers else "ptx"), None
 
 
 def register_gpu_lowering(primitive, fallback) -> None:
@@ -80,10 +84,10 @@ def register_gpu_lowering(primitive, fallback) -> None:
     from jax.interpreters import mlir
 
     def lowering(ctx, *operands, call):
-        lib, why = kernel_call_lib()
-        if lib is not None:
+        route, why = kernel_call_route()
+        if route is not None:
             try:
-                return _kernel_lowering(lib, ctx, operands, call)
+                return _kernel_lowering(route, ctx, operands, call)
             except BackendUnavailableError as exc:  # no CUDA driver bindings or NVRTC here
                 why = str(exc)
             except _Unsupported as exc:
@@ -98,7 +102,7 @@ class _Unsupported(Exception):
     """A call the kernel route does not take (the callback does)."""
 
 
-def _kernel_lowering(lib, ctx, operands, call):
+def _kernel_lowering(route: str, ctx, operands, call):
     from ..cuda import xla_call
     from ..dtypes import canonical
 
@@ -108,8 +112,10 @@ def _kernel_lowering(lib, ctx, operands, call):
         target_device(call.nan_policy), canonical(x.dtype), rows, width, call.k,
         {name: canonical(aval.dtype) for name, aval in zip(call.vectors, vectors)},
         index_dtype=call.index_dtype, sorted=call.sorted, return_value=call.return_value,
-        nan_policy=call.nan_policy, idx_fill=call.idx_fill, val_fill=call.val_fill)
-    opaque = zlib.compress(kernel_call_proto(lib, launch))
+        nan_policy=call.nan_policy, idx_fill=call.idx_fill, val_fill=call.val_fill, image=route == "image")
+    opaque = zlib.compress(kernel_call_proto.encode(
+        launch.entry, launch.threads, launch.cluster, launch.smem, launch.compute_capability, launch.grid,
+        launch.params, launch.entry, ptx=launch.ptx, image=launch.image))
     # The kernel's buffers come indices first; the primitive returns values first.
     order = [len(ctx.avals_out) - 1] + list(range(len(ctx.avals_out) - 1))
     inner = ctx.replace(avals_out=[ctx.avals_out[i] for i in order])
@@ -127,15 +133,6 @@ def target_device(nan_policy: str) -> int:
                            "for the kernel route)")
     ordinal = getattr(devices[0], "local_hardware_id", None)
     return devices[0].id if ordinal is None else ordinal
-
-
-def kernel_call_proto(lib, launch) -> bytes:
-    """The serialized ``TritonAnyKernelCall`` for ``launch`` (``cuda.xla_call.KernelCall``)."""
-    params = [lib.create_array_parameter(0, 0) if kind == "buffer" else lib.create_scalar_parameter(int(value), kind)
-              for kind, value in launch.params]
-    kernel = lib.TritonKernel(launch.entry, launch.threads // 32, launch.cluster, launch.smem, launch.ptx, "",
-                              launch.compute_capability)
-    return lib.TritonKernelCall(kernel, launch.grid, 1, 1, params).to_proto(launch.entry, b"")
 
 
 _warned: set = set()
