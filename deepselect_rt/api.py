@@ -2,7 +2,9 @@
 
 An eager call runs ``eager.topk``; while torch.compile traces a torch tensor, the call becomes
 one torch custom op (``interop.torch_op``), whose implementation is the eager call again; a call
-on JAX tracers (inside jax.jit, vmap, grad) becomes one JAX primitive (``interop.jax``).
+on JAX tracers (inside jax.jit, vmap, grad) becomes one JAX primitive (``interop.jax``), and a
+call on concrete jax.Arrays on the GPU runs that primitive through a cached jax.jit where it can
+(``interop.jax_eager``).
 """
 
 from __future__ import annotations
@@ -128,6 +130,14 @@ def topk(input, topk, sorted=False, begin=None, end=None, indices_type="int64", 
         return jax_interop.topk(input, topk, sorted, begin, end, indices_type, sorted_index, output_idx,
                                 output_val, output_idx_offset, idx_oob_fill_value, value_oob_fill_value,
                                 return_value, abort_when_nan_found, nan_policy, stream)
+    if _jax_array(input) and not _serving_named(serving):
+        from .interop import jax_eager
+
+        out = jax_eager.topk(input, topk, sorted, begin, end, indices_type, sorted_index, output_idx, output_val,
+                             output_idx_offset, idx_oob_fill_value, value_oob_fill_value, return_value,
+                             abort_when_nan_found, nan_policy, stream)
+        if out is not None:
+            return out
     if _torch_compiling(input):
         _no_serving_under("torch.compile", "outside the compiled region (torch.compiler.disable)", serving)
         from .interop import torch_op
@@ -180,8 +190,12 @@ def ragged_topk(input, cu_seqlens, topk, sorted=False, indices_type="int64", sor
                              abort_when_nan_found, nan_policy, stream, **serving)
 
 
+def _serving_named(options: dict) -> list[str]:
+    return [name for name, value in options.items() if value is not None and value is not False]
+
+
 def _no_serving_under(where: str, instead: str, options: dict) -> None:
-    named = [name for name, value in options.items() if value is not None and value is not False]
+    named = _serving_named(options)
     if named:
         raise ValueError(f"{', '.join(named)}: not supported under {where} yet; call deepselect_rt {instead}")
 
@@ -221,6 +235,12 @@ def _jax_traced(*objs) -> bool:
             return False
         _jax_tracer = jax.core.Tracer
     return any(isinstance(obj, _jax_tracer) for obj in objs)
+
+
+def _jax_array(obj) -> bool:
+    """True for a concrete jax.Array (JAX must then be imported already)."""
+    jax = sys.modules.get("jax")
+    return jax is not None and isinstance(obj, jax.Array)
 
 
 def _torch_compiling(obj) -> bool:

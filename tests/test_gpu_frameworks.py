@@ -195,6 +195,46 @@ def test_jax_round_trip():
     np.testing.assert_array_equal(np.asarray(vals).view(np.uint16), want[0].view(np.uint16))
 
 
+@pytest.mark.parametrize("kw", [
+    dict(indices_type="int32"),
+    dict(indices_type="int32", sorted=True, return_value=False),
+    dict(indices_type="int32", nan_policy="sentinel", idx_oob_fill_value=-1, value_oob_fill_value=float("nan")),
+    dict(indices_type="int32", sorted_index=True, nan_policy="propagate"),
+], ids=["defaults", "no-values", "nan-fill", "sorted-index"])
+def test_jax_eager_calls_match_the_reference(kw):
+    """Concrete JAX arrays (through the cached jit where it can run), with row vectors, twice
+    with the same arguments and once with another shape."""
+    jax = _jax_gpu()
+    import jax.numpy as jnp
+    import ml_dtypes
+
+    for rows, width, k in ((6, 20000, 100), (6, 20000, 100), (3, 700, 900)):
+        x = jax.random.normal(jax.random.key(width + rows), (rows, width), dtype=jnp.bfloat16)
+        begin = jnp.arange(rows, dtype=jnp.int32) * 5
+        end = jnp.full((rows,), width - 3, jnp.int32)
+        vals, idx = deepselect_rt.topk(x, k, begin=begin, end=end, **kw)
+        host = np.asarray(x).astype(ml_dtypes.bfloat16)
+        want = deepselect_rt.topk(host, k, begin=np.asarray(begin), end=np.asarray(end), **kw)
+        assert isinstance(idx, jax.Array) and list(idx.devices())[0].platform == "gpu"
+        np.testing.assert_array_equal(np.asarray(idx), want[1])
+        if want[0] is None:
+            assert vals is None
+        else:
+            np.testing.assert_array_equal(np.asarray(vals).view(np.uint16), want[0].view(np.uint16))
+
+
+def test_jax_eager_nan_is_reported_by_the_next_call():
+    jax = _jax_gpu()
+    import jax.numpy as jnp
+
+    x = jnp.zeros((4, 5000), jnp.float32).at[2, 17].set(jnp.nan)
+    vals, idx = deepselect_rt.topk(x, 8, indices_type="int32")  # the default: "raise", no wait
+    assert np.isnan(np.asarray(vals)[2, 0])  # the row carries the sentinel
+    with pytest.raises(deepselect_rt.NaNInputError, match=r"row"):
+        deepselect_rt.topk(jnp.ones((4, 5000), jnp.float32), 8, indices_type="int32")
+    deepselect_rt.check_nan()  # reported once
+
+
 def _jax_gpu():
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     jax = pytest.importorskip("jax")
@@ -209,13 +249,19 @@ JIT_SHAPES = [(64, 30000, 512, "bfloat16"), (1, 1 << 20, 2048, "bfloat16"), (4, 
               (3, 20000, 5000, "float16"), (8, 100, 300, "float32")]
 
 
+@pytest.mark.parametrize("route", ["default", "ptx"])
 @pytest.mark.parametrize("rows, width, k, dtype", JIT_SHAPES)
-def test_jax_jit_launches_the_kernel_through_xla(rows, width, k, dtype):
+def test_jax_jit_launches_the_kernel_through_xla(rows, width, k, dtype, route, monkeypatch):
     import warnings
 
     jax = _jax_gpu()
     import jax.numpy as jnp
     import ml_dtypes
+
+    from deepselect_rt.interop import jax_ffi
+
+    if route == "ptx":  # the route of jaxlib plugins that do not load module images
+        monkeypatch.setattr(jax_ffi, "kernel_call_route", lambda: ("ptx", None))
 
     x = jax.random.normal(jax.random.key(rows), (rows, width), dtype=jnp.dtype(dtype))
     end = jnp.full((rows,), width - 7, jnp.int32)
@@ -232,6 +278,26 @@ def test_jax_jit_launches_the_kernel_through_xla(rows, width, k, dtype):
     np.testing.assert_array_equal(np.asarray(idx), want[1])
     bits = np.uint16 if host.dtype in (np.float16, ml_dtypes.bfloat16) else np.uint32
     np.testing.assert_array_equal(np.asarray(vals).view(bits), want[0].view(bits))
+
+
+def test_kernel_call_descriptor_matches_jaxlibs_own():
+    """Our descriptor, byte for byte against jaxlib's bindings where both can say it (PTX)."""
+    _jax_gpu()
+    from jax._src.lib import gpu_triton
+
+    from deepselect_rt.interop import jax_ffi, kernel_call_proto
+
+    route, why = jax_ffi.kernel_call_route()
+    if route is None:
+        pytest.skip(why)
+    params = (("buffer", 0), ("i64", 1000), ("i64", -1), ("u64", 2**64 - 1), ("u64", 0), ("buffer", 0))
+    for cluster, smem in ((1, 0), (4, 70000)):
+        ours = kernel_call_proto.encode("ds_entry", 512, cluster, smem, 90, 7, params, "name", ptx="// text")
+        lib = gpu_triton.TritonKernelCall(
+            gpu_triton.TritonKernel("ds_entry", 16, cluster, smem, "// text", "", 90), 7, 1, 1,
+            [gpu_triton.create_array_parameter(0, 0) if kind == "buffer"
+             else gpu_triton.create_scalar_parameter(value, kind) for kind, value in params])
+        assert ours == lib.to_proto("name", b"")
 
 
 def test_jax_jit_vmap_grad_and_nan_record_on_the_gpu():

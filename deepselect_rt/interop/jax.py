@@ -1,7 +1,9 @@
 """JAX as a caller framework, eager and traced.
 
-Concrete ``jax.Array`` inputs take the eager path like every other framework: views through
-DLPack, outputs made by another allocator and handed to JAX without a copy (``output_of``).
+Concrete ``jax.Array`` inputs on the GPU run the primitive below through a cached ``jax.jit``
+where they can (``jax_eager.py``); the others take the eager path like every other framework:
+views through DLPack, outputs made by another allocator and handed to JAX without a copy
+(``output_of``).
 
 Traced inputs (inside ``jax.jit``, ``jax.vmap``, ``jax.grad``, ...) take ``topk`` below, which
 ``api.topk`` routes to when an array argument is a JAX tracer. A call there is one JAX primitive,
