@@ -15,7 +15,8 @@ import pytest
 from deepselect_rt.cuda import arch
 
 TOOLS = Path(__file__).resolve().parents[1] / "tools"
-GPU_TOOLS = [["read_roof.py"], ["sanitize_subset.py"], ["profile_case.py", "1", "1000", "8"]]
+GPU_TOOLS = [["read_roof.py"], ["sanitize_subset.py"], ["profile_case.py", "1", "1000", "8"], ["bench_jax.py"],
+             ["bench_serving.py"]]
 
 
 def run(*args: str) -> subprocess.CompletedProcess:

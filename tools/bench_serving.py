@@ -1,11 +1,11 @@
-"""The serving options and the JAX route timed against what they replace, by the method of
+"""The serving options timed against what they replace, by the method of
 docs/performance.md (CUDA events, cold L2, median; graph replay under 50 us), on one GPU:
 
 - page table: top-k with the fused page-table transform, against plain top-k, and against plain
   top-k followed by the transform in torch (bf16 indexer rows, int32 indices, no values);
-- per-row k: k_per_row against a fixed k (fp32 sampler rows, values, sorted);
-- JAX: jax.jit of deepselect_rt.topk against jax.jit of jax.lax.top_k (wall time per blocking
-  call) and against the torch path's event time.
+- per-row k: k_per_row against a fixed k (fp32 sampler rows, values, sorted).
+
+tools/bench_jax.py times the JAX route.
 
     python tools/bench_serving.py [--json FILE]
 """
@@ -71,29 +71,8 @@ for rows in (1, 64, 1024):
     records.append(dict(kind="k_per_row", rows=rows, width=width, k=k, fixed=fixed, per_row=own))
     rows_out.append((f"k_per_row fp32 {rows}x{width} k<={k}", fixed, own, own / fixed, ""))
 
-if timing.jax_available():
-    import jax
-
-    for rows, width, k in [(1, 131072, 512), (64, 131072, 2048), (512, 131072, 2048)]:
-        xt = torch.randn(rows, width, device="cuda").to(torch.bfloat16)
-        xj = jax.dlpack.from_dlpack(xt)
-        ours = jax.jit(lambda a: deepselect_rt.topk(a, k, indices_type="int32", return_value=False,
-                                                    nan_policy="sentinel")[1])
-        peer = jax.jit(lambda a: jax.lax.top_k(a, k)[1])
-        jax.block_until_ready(ours(xj))
-        jax.block_until_ready(peer(xj))
-        wall_ours = timing.time_wall(torch, lambda: jax.block_until_ready(ours(xj)), flush, grid.ITERS)
-        wall_peer = timing.time_wall(torch, lambda: jax.block_until_ready(peer(xj)), flush, grid.ITERS)
-        idx = torch.empty(rows, k, dtype=torch.int32, device="cuda")
-        torch_path = timed(lambda: deepselect_rt.topk(xt, k, indices_type="int32", return_value=False,
-                                                      nan_policy="sentinel", output_idx=idx))
-        records.append(dict(kind="jax_jit", rows=rows, width=width, k=k, jit_wall=wall_ours,
-                            lax_top_k_wall=wall_peer, torch_path=torch_path))
-        rows_out.append((f"jax.jit topk bf16 {rows}x{width} k={k} (wall)", wall_peer, wall_ours,
-                         wall_ours / wall_peer, f"torch path {torch_path:.1f} us (events)"))
-
 table = Table("case", "baseline us", "ours us", "ours / baseline", "note",
-              title=f"serving options and JAX route ({torch.cuda.get_device_name()})")
+              title=f"serving options ({torch.cuda.get_device_name()})")
 for case, base, ours, ratio, note in rows_out:
     table.add_row(case, f"{base:.1f}", f"{ours:.1f}", f"{ratio:.3f}", note)
 console().print(table)
