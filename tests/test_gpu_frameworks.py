@@ -280,6 +280,39 @@ def test_jax_jit_launches_the_kernel_through_xla(rows, width, k, dtype, route, m
     np.testing.assert_array_equal(np.asarray(vals).view(bits), want[0].view(bits))
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("kw", [dict(), dict(sorted=True), dict(sorted_index=True),
+                                dict(sorted=True, return_value=False, idx_oob_fill_value=-1),
+                                dict(nan_policy="propagate", value_oob_fill_value=float("nan"))],
+                         ids=["unsorted", "sorted", "sorted-index", "no-values", "propagate"])
+def test_jax_jit_contract_on_the_gpu(dtype, kw):
+    """Heavy ties, -0.0 beside +0.0, infinities, NaN, short rows (begin/end) and offsets, inside
+    jax.jit on the GPU, bit for bit against the NumPy reference."""
+    jax = _jax_gpu()
+    import jax.numpy as jnp
+    import ml_dtypes
+
+    rng = np.random.default_rng(7)
+    host = (rng.integers(-4, 5, (9, 301)).astype(np.float32) / 2)
+    host[0, ::3], host[0, 1::3] = -0.0, 0.0
+    host[1, 5], host[1, 7], host[2, 11] = np.inf, -np.inf, np.nan
+    host = host.astype(ml_dtypes.bfloat16 if dtype == "bfloat16" else dtype)
+    begin = np.array([0, 3, 0, 50, 0, 7, 0, 299, 0], np.int32)
+    end = np.array([301, 200, 301, 60, 0, 301, 13, 301, 301], np.int32)
+    offsets = np.arange(9, dtype=np.int32) * 1000
+    kw = dict(indices_type="int32", nan_policy="sentinel") | kw
+    for k in (1, 10, 97, 350):
+        f = jax.jit(lambda a, b, e, o: deepselect_rt.topk(a, k, begin=b, end=e, output_idx_offset=o, **kw))
+        vals, idx = f(jnp.asarray(host), jnp.asarray(begin), jnp.asarray(end), jnp.asarray(offsets))
+        want = deepselect_rt.topk(host, k, begin=begin, end=end, output_idx_offset=offsets, **kw)
+        np.testing.assert_array_equal(np.asarray(idx), want[1])
+        if want[0] is None:
+            assert vals is None
+        else:
+            bits = np.uint32 if dtype == "float32" else np.uint16
+            np.testing.assert_array_equal(np.asarray(vals).view(bits), want[0].view(bits))
+
+
 def test_kernel_call_descriptor_matches_jaxlibs_own():
     """Our descriptor, byte for byte against jaxlib's bindings where both can say it (PTX)."""
     _jax_gpu()

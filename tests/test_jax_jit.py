@@ -1,5 +1,7 @@
 """deepselect_rt.topk inside JAX transformations (jax.jit, jax.vmap, jax.grad) on the CPU: the
-primitive's host-callback route, compared bit for bit with the NumPy reference."""
+primitive's host-callback route, compared bit for bit with the NumPy reference. JAX's CPU
+device is the default here even where a GPU is visible (tests/test_gpu_frameworks.py runs the
+GPU route)."""
 
 from __future__ import annotations
 
@@ -19,6 +21,12 @@ jnp = pytest.importorskip("jax.numpy")
 
 DTYPES = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
 UINT = {"float32": np.uint32, "float16": np.uint16, "bfloat16": np.uint16}
+
+
+@pytest.fixture(autouse=True)
+def _on_the_cpu():
+    with jax.default_device(jax.devices("cpu")[0]):
+        yield
 
 
 def _x64():

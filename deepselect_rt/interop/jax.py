@@ -174,9 +174,36 @@ def _abstract_eval(x, *vectors, call: Call):
     return [jax.core.ShapedArray(shape, dtype) for shape, dtype in _out_types(x.shape[0], x.dtype, call)]
 
 
+@functools.cache
+def gpu_route_ordinal() -> int | None:
+    """The CUDA ordinal of the process's GPU where concrete GPU arrays can run the primitive
+    through jax.jit on the kernel route: JAX sees exactly one GPU (under "raise" the device's NaN
+    record is compiled into the call) and jaxlib's kernel-call target can be used. Else None."""
+    try:
+        gpus = jax.devices("gpu")
+    except RuntimeError:  # a jaxlib without a GPU backend
+        return None
+    if len(gpus) != 1 or jax_ffi.kernel_call_route()[0] is None:
+        return None
+    return jax_ffi.target_device("sentinel")
+
+
+def on_gpu(array) -> bool:
+    """Whether ``array`` is a concrete jax.Array on a GPU."""
+    return isinstance(array, jax.Array) and next(iter(array.devices())).platform == "gpu"
+
+
+@functools.lru_cache(maxsize=256)
+def _jitted_bind(call: Call):
+    return jax.jit(functools.partial(topk_p.bind, call=call))
+
+
 @topk_p.def_impl
 def _impl(x, *vectors, call: Call):
-    """Concrete arrays (vmap or grad without jit): the eager call."""
+    """Concrete arrays (vmap or grad without jit): on the GPU through jax.jit where the kernel
+    route serves (no DLPack exchange, XLA's buffers), else the eager call."""
+    if on_gpu(x) and gpu_route_ordinal() is not None:
+        return list(_jitted_bind(call)(x, *vectors))
     named = dict(zip(call.vectors, vectors))
     values, indices = eager.topk(x, call.k, sorted=call.sorted, begin=named.get("begin"), end=named.get("end"),
                                  indices_type=call.index_dtype, output_idx_offset=named.get("output_idx_offset"),

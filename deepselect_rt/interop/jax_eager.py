@@ -15,26 +15,12 @@ call takes the eager path.
 
 from __future__ import annotations
 
-import functools
 import math
 
 import jax
 
 from .. import nan_record
 from . import jax as jax_interop
-from . import jax_ffi
-
-
-@functools.cache
-def _gpu_ordinal() -> int | None:
-    """The CUDA ordinal of the process's one GPU where this route can run, else None."""
-    try:
-        gpus = jax.devices("gpu")
-    except RuntimeError:  # a jaxlib without a GPU backend
-        return None
-    if len(gpus) != 1 or jax_ffi.kernel_call_route()[0] is None:
-        return None
-    return jax_ffi.target_device("sentinel")
 
 
 def _scalar_key(value) -> tuple:
@@ -71,8 +57,8 @@ def topk(input, topk, sorted, begin, end, indices_type, sorted_index, output_idx
     calls on the device met under "raise"."""
     if stream is not None or output_idx is not None or output_val is not None or nan_policy == "raise_sync":
         return None
-    ordinal = _gpu_ordinal()
-    if ordinal is None or not isinstance(input, jax.Array) or next(iter(input.devices())).platform != "gpu":
+    ordinal = jax_interop.gpu_route_ordinal()
+    if ordinal is None or not jax_interop.on_gpu(input):
         return None
     given = {name: obj for name, obj in (("begin", begin), ("end", end), ("output_idx_offset", output_idx_offset))
              if obj is not None}
