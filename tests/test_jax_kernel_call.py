@@ -85,6 +85,9 @@ def test_ptx_for_xla_leaves_out_line_info():
     assert "-lineinfo" in nvrtc.compile_options(v, "sm_90a").argv
     ptx_options = nvrtc.compile_options(v, "sm_90a", ptx=True).argv
     assert "--gpu-architecture=compute_90a" in ptx_options and "-lineinfo" not in ptx_options
+    bare = nvrtc.compile_options(v, "sm_90a", line_info=False).argv
+    assert "--gpu-architecture=sm_90a" in bare and "-lineinfo" not in bare
+    assert nvrtc.NVRTC_BARE_COMPILER.name not in (nvrtc.NVRTC_COMPILER.name, nvrtc.NVRTC_PTX_COMPILER.name)
 
 
 @pytest.mark.parametrize("variant", [stream_variant("bfloat16", 512, split=SPLIT_CLUSTER),

@@ -232,7 +232,8 @@ def _git_commit() -> str | None:
     if not (checkout / ".git").exists():
         return None  # an installed wheel
     try:
-        done = subprocess.run(["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"],
+        # "-dirty" when the tree measured is not the commit named
+        done = subprocess.run(["git", "-C", str(checkout), "describe", "--always", "--dirty", "--abbrev=7"],
                               capture_output=True, text=True, timeout=20)
         return done.stdout.strip() or None
     except (OSError, subprocess.SubprocessError):

@@ -115,13 +115,15 @@ class Options:
     portable: tuple
 
 
-def compile_options(variant: KernelSpec, arch: str, source_dir: Path | None = None, ptx: bool = False) -> Options:
+def compile_options(variant: KernelSpec, arch: str, source_dir: Path | None = None, ptx: bool = False,
+                    line_info: bool = True) -> Options:
     """The options that compile ``variant`` for ``arch`` (normalised first; ValueError if bad);
-    ``ptx``: for the arch's virtual architecture (compute_90a for sm_90a), whose output is PTX."""
+    ``ptx``: for the arch's virtual architecture (compute_90a for sm_90a), whose output is PTX;
+    ``line_info``: source lines for profilers in a cubin (never in PTX)."""
     arch = normalise_arch(arch)
     source_dir = Path(source_dir) if source_dir is not None else env.cuda_source_dir()
     target = "compute_" + arch.removeprefix("sm_") if ptx and arch.startswith("sm_") else arch
-    common = [f"--gpu-architecture={target}", *_BASE_OPTIONS, *(() if ptx else _LINE_INFO)]
+    common = [f"--gpu-architecture={target}", *_BASE_OPTIONS, *(_LINE_INFO if line_info and not ptx else ())]
     common += [f"-D{name}={value}" for name, value in sorted(variant.defines.items())]
     return Options((*common, f"--include-path={source_dir}"), (*common, "--include-path=<kernels_cu>"))
 
@@ -134,7 +136,7 @@ def _program_log(nvrtc, prog) -> str:
 
 
 def compile_cubin(variant: KernelSpec, arch: str, source_dir: Path | None = None,
-                  extra_options: tuple[str, ...] = (), ptx: bool = False) -> CompileResult:
+                  extra_options: tuple[str, ...] = (), ptx: bool = False, line_info: bool = True) -> CompileResult:
     """Compile ``variant`` (``kernels_cu/<family>.cu``) for ``arch`` to a CUBIN.
 
     source_dir: the kernels folder (default: the shipped one). extra_options: NVRTC options
@@ -152,7 +154,7 @@ def compile_cubin(variant: KernelSpec, arch: str, source_dir: Path | None = None
             f"NVRTC {'.'.join(map(str, nvrtc_version()))} cannot target {arch}; "
             f"it supports {', '.join(supported_archs())}")
     source_dir = Path(source_dir) if source_dir is not None else env.cuda_source_dir()
-    used = (*compile_options(variant, arch, source_dir, ptx).argv, *extra_options)
+    used = (*compile_options(variant, arch, source_dir, ptx, line_info).argv, *extra_options)
     path = source_dir / variant.source
     try:
         source = path.read_bytes()
@@ -188,11 +190,12 @@ def compile_cubin(variant: KernelSpec, arch: str, source_dir: Path | None = None
 
 
 class _Nvrtc:
-    """NVRTC as the compiler of ``jit.cache.KernelCache`` (cubins; ``ptx=True``: PTX text)."""
+    """NVRTC as the compiler of ``jit.cache.KernelCache`` (cubins; ``ptx=True``: PTX text;
+    ``line_info=False``: cubins without source lines)."""
 
-    def __init__(self, ptx: bool = False):
-        self.ptx = ptx
-        self.name = "nvrtc-ptx" if ptx else "nvrtc"
+    def __init__(self, ptx: bool = False, line_info: bool = True):
+        self.ptx, self.line_info = ptx, line_info
+        self.name = "nvrtc-ptx" if ptx else "nvrtc" if line_info else "nvrtc-bare"
 
     @staticmethod
     def require() -> None:
@@ -204,16 +207,19 @@ class _Nvrtc:
 
     def key_fields(self, spec: KernelSpec, arch: str, source_dir: Path) -> dict:
         arch = normalise_arch(arch)
-        options = compile_options(spec, arch, source_dir, self.ptx)  # a PTX build's target differs
+        options = compile_options(spec, arch, source_dir, self.ptx, self.line_info)  # the key's options
         toolchain = {"nvrtc": ".".join(str(x) for x in nvrtc_version())}
         return toolchain_key_fields(spec, arch, options.portable, toolchain, source_dir)
 
     def compile(self, spec: KernelSpec, arch: str, source_dir: Path) -> tuple[bytes, float]:
-        result = compile_cubin(spec, arch, source_dir, ptx=self.ptx)
+        result = compile_cubin(spec, arch, source_dir, ptx=self.ptx, line_info=self.line_info)
         return result.cubin, result.seconds
 
 
 NVRTC_COMPILER = _Nvrtc()
 #: PTX for launchers that assemble it themselves (jax.jit's kernel-call route, cuda/xla_call.py).
 NVRTC_PTX_COMPILER = _Nvrtc(ptx=True)
+#: Cubins without line info, for launchers that keep the image in every call's description (the
+#: same route where jaxlib loads module images): about a third of the size.
+NVRTC_BARE_COMPILER = _Nvrtc(line_info=False)
 

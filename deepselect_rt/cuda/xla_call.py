@@ -10,8 +10,9 @@ What that launcher does (jaxlib/gpu/triton_kernels.cc, ``KernelCall::Launch`` an
   ``DS_FIELD_ARGS`` (``variants.with_field_args``), whose parameters are the argument block's
   fields in its order, so the buffers come in the order XLA passes them: input, the row vectors
   given (begin, end, offsets), indices, values. Absent ones are 0 scalars.
-- The kernel goes as the cubin the eager path loads (the kernel cache's, for the device's arch)
-  where jaxlib loads module images, else as PTX that jaxlib assembles with ptxas for the
+- The kernel goes as a cubin for the device's arch, the eager path's code built without line
+  info (``NVRTC_BARE_COMPILER``, a third of the size: jaxlib may copy and hash the whole call
+  description, image included, when it runs the call), where jaxlib loads module images, else as PTX that jaxlib assembles with ptxas for the
   device's compute capability (with the 'a' features from sm_90): NVRTC compiles the variant to
   PTX (``NVRTC_PTX_COMPILER``).
 - A CTA has ``num_warps * 32`` threads; ``grid_0 * num_ctas`` CTAs go in clusters of
@@ -34,7 +35,7 @@ from . import backend, nan_memory
 from .arch import device_arch, device_info
 from .driver import on_device
 from .plan import DeviceLimits, Plan, choose_split, few_rows_tuning, radix_tier, row_vectors
-from .nvrtc import NVRTC_COMPILER, NVRTC_PTX_COMPILER
+from .nvrtc import NVRTC_BARE_COMPILER, NVRTC_PTX_COMPILER
 from .variants import SPLIT_CLUSTER, SPLIT_RADIX, SPLIT_WORKSPACE
 
 #: The largest cluster every sm_90+ GPU launches without the non-portable attribute.
@@ -105,9 +106,9 @@ def kernel_call(device: int, dtype: str, rows: int, width: int, k: int, vectors:
                 sorted: bool, return_value: bool, nan_policy: str, idx_fill: int, val_fill: float,
                 image: bool = True) -> KernelCall:
     """The launch of a ``(rows, width)`` top-k of ``dtype`` planned for CUDA device ``device``:
-    the plan's variant loaded there (cluster occupancy checked, as eager calls do), with the
-    code the eager path loaded (``image``) or else its PTX, both from the kernel cache (NVRTC on
-    a miss). Under nan_policy="raise" the parameters carry the
+    the plan's variant loaded there (cluster occupancy checked, as eager calls do), as a cubin
+    without line info (``image``) or else as PTX, both from the kernel cache (NVRTC on a
+    miss). Under nan_policy="raise" the parameters carry the
     device's NaN record, so NaN rows are reported as an eager call's are (by the next eager
     call on the device, or check_nan). Raises BackendUnavailableError without a driver or NVRTC,
     CompileError when a kernel does not compile."""
@@ -122,7 +123,7 @@ def kernel_call(device: int, dtype: str, rows: int, width: int, k: int, vectors:
         if nan_policy == "raise":
             record, head, entries = nan_memory.record(device)
             nan = (head, entries, record.new_call(f"{dtype} {rows}x{width}, k={k}, in a jax.jit computation"))
-    compiler = NVRTC_COMPILER if image else NVRTC_PTX_COMPILER
+    compiler = NVRTC_BARE_COMPILER if image else NVRTC_PTX_COMPILER
     code = default_cache(compiler).get_or_build(plan.variant, device_arch(device))
     major, minor = device_info(device).compute_capability
     cluster = plan.split if plan.how in (SPLIT_CLUSTER, SPLIT_RADIX) else 1
