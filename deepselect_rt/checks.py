@@ -59,7 +59,15 @@ def _as_int(value) -> int | None:
 def _integer(value, name: str) -> int:
     number = _as_int(value)
     if number is None:
-        raise TypeError(f"{name} must be an integer, got {type(value).__name__}")
+        kind = type(value).__name__
+        if "Tracer" in kind:  # a JAX value traced by jax.jit: its value is unknown while tracing
+            raise TypeError(f"{name} must be a Python integer known while tracing, got a traced JAX value; "
+                            f"pass it as a static argument (jax.jit(f, static_argnums=...)) or close over it")
+        dtype = getattr(value, "dtype", None)
+        shape = getattr(value, "shape", None)
+        if dtype is not None and shape is not None:
+            kind += f" of dtype {dtype} and shape {tuple(shape)}"
+        raise TypeError(f"{name} must be an integer (a Python or NumPy int, or a 0-d integer array), got {kind}")
     return number
 
 

@@ -364,3 +364,15 @@ def test_k_is_an_integer_scalar_of_any_framework():
     for k in (True, np.bool_(True), torch.tensor(True), torch.tensor([2]), np.array([2]), torch.tensor(2.0)):
         with pytest.raises(TypeError, match="topk must be an integer"):
             deepselect_rt.topk(X, k)
+
+
+def test_a_non_integer_k_is_named_with_its_dtype():
+    with pytest.raises(TypeError, match=r"got ndarray of dtype float64 and shape \(\)"):
+        deepselect_rt.topk(X, np.array(3.0))
+
+
+def test_a_traced_k_under_jax_jit_asks_for_a_static_argument():
+    jax = pytest.importorskip("jax")
+    with jax.default_device(jax.devices("cpu")[0]):
+        with pytest.raises(TypeError, match="static_argnums"):
+            jax.jit(lambda a, k: deepselect_rt.topk(a, k, indices_type="int32"))(jax.numpy.asarray(X), 2)
