@@ -40,15 +40,15 @@ def topk(input, topk, sorted=False, begin=None, end=None, indices_type="int64", 
                k_per_row=None, return_raw_indices=False, output_raw_idx=None):
     """``api.topk`` run now, on real tensors (the torch custom op's implementation calls this;
     under torch.compile ``api.topk`` goes through that op). Same arguments, results and errors."""
-    serving = any(a is not None for a in (page_table, page_size, row_to_batch, k_per_row, output_raw_idx)) or \
-        return_raw_indices is not False
-    call_key = None
-    if not serving:  # the serving options always take the whole path
-        call_key = repeat.key(input, topk, sorted, begin, end, indices_type, sorted_index, output_idx, output_val,
-                              output_idx_offset, idx_oob_fill_value, value_oob_fill_value, return_value,
-                              abort_when_nan_found, nan_policy, stream)
+    serving = None
+    if any(a is not None for a in (page_table, page_size, row_to_batch, k_per_row, output_raw_idx)) or \
+            return_raw_indices is not False:
+        serving = (page_table, page_size, row_to_batch, k_per_row, return_raw_indices, output_raw_idx)
+    call_key = repeat.key(input, topk, sorted, begin, end, indices_type, sorted_index, output_idx, output_val,
+                          output_idx_offset, idx_oob_fill_value, value_oob_fill_value, return_value,
+                          abort_when_nan_found, nan_policy, stream, serving)
     if call_key is not None:
-        done = repeat.run(call_key, output_idx, output_val)
+        done = repeat.run(call_key, output_idx, output_val, output_raw_idx)
         if done is not None:
             return done
     # An explicit stream is known before the views: a DLPack producer (CuPy, JAX) then orders its
@@ -140,8 +140,12 @@ def _run(x, input, topk, sorted, begin_v, end_v, relative, indices_type, sorted_
     values = None
     if sc.return_value:
         values = val_alloc.result() if val_alloc is not None else output_val
-    if call_key is not None and again is not None:
-        repeat.remember(call_key, again, input, indices, values, idx_alloc is not None, val_alloc is not None)
+    raw = None
     if serving.return_raw:
-        return values, indices, raw_alloc.result() if raw_alloc is not None else output_raw_idx
+        raw = raw_alloc.result() if raw_alloc is not None else output_raw_idx
+    if call_key is not None and again is not None:
+        repeat.remember(call_key, again, input, indices, values, raw, idx_alloc is not None, val_alloc is not None,
+                        raw_alloc is not None)
+    if serving.return_raw:
+        return values, indices, raw
     return values, indices

@@ -124,3 +124,32 @@ def test_cupy_calls_are_remembered_and_exact():
     if y.data.ptr == ptr:  # the pool handed the same memory out again: a different key
         np.testing.assert_array_equal(cupy.asnumpy(deepselect_rt.topk(y, 32, nan_policy="sentinel")[1]),
                                       deepselect_rt.topk(cupy.asnumpy(y), 32, nan_policy="sentinel")[1])
+
+
+@pytest.mark.parametrize("caller_raw", [False, True])
+def test_serving_calls_are_remembered_and_exact(caller_raw):
+    """A decode loop's call: page table, row_to_batch, per-row k and raw indices, repeated with
+    new scores, a new page table and new per-row k written into the same tensors."""
+    torch = torch_cuda()
+    rows, width, k, page = 6, 40000, 256, 64
+    pages = width // page
+    x = torch.randn(rows, width, device="cuda", dtype=torch.bfloat16)
+    table = torch.empty(3, pages, dtype=torch.int32, device="cuda")
+    r2b = torch.tensor([0, 1, 2, 2, 1, 0], dtype=torch.int32, device="cuda")
+    ks = torch.empty(rows, dtype=torch.int32, device="cuda")
+    raw_out = torch.empty(rows, k, dtype=torch.int32, device="cuda") if caller_raw else None
+    kw = dict(indices_type="int32", nan_policy="sentinel", page_table=table, page_size=page, row_to_batch=r2b,
+              k_per_row=ks, return_raw_indices=True, output_raw_idx=raw_out)
+    for step in range(4):
+        x.copy_(torch.randn_like(x))
+        table.copy_(torch.randperm(3 * pages, device="cuda", dtype=torch.int32).view(3, pages))
+        ks.copy_(torch.randint(0, k + 1, (rows,), device="cuda", dtype=torch.int32))
+        vals, idx, raw = deepselect_rt.topk(x, k, **kw)
+        want = deepselect_rt.topk(to_host(x), k, **{**kw, "page_table": to_host(table), "row_to_batch": to_host(r2b),
+                                                    "k_per_row": to_host(ks), "output_raw_idx": None})
+        np.testing.assert_array_equal(to_host(idx), want[1])
+        np.testing.assert_array_equal(to_host(raw), want[2])
+        np.testing.assert_array_equal(to_host(vals).view(np.uint16), want[0].view(np.uint16))
+        if caller_raw:
+            assert raw is raw_out
+        assert len(fast_path._entries) == 1  # remembered by the first call, served from then on

@@ -229,9 +229,9 @@ def per_call_us(fn, calls: int, burst: int = 25) -> float:
 
 def host_overhead(calls: int = HOST_CALLS) -> HostOverhead:
     """Host time per call (``per_call_us``) over ``calls`` calls on a 4 x 4096 bfloat16 input,
-    k = 16: ours with the defaults, with nan_policy="sentinel", with caller buffers, from CuPy
-    and JAX arrays where those have a GPU and under jax.jit, beside torch.topk (allocating and
-    with ``out=``) and jax.jit(jax.lax.top_k)."""
+    k = 16: ours with the defaults, with nan_policy="sentinel", with caller buffers, with a page
+    table and per-row k, from CuPy and JAX arrays where those have a GPU and under jax.jit,
+    beside torch.topk (allocating and with ``out=``) and jax.jit(jax.lax.top_k)."""
     import torch
 
     import deepselect_rt
@@ -240,11 +240,15 @@ def host_overhead(calls: int = HOST_CALLS) -> HostOverhead:
     x = torch.randn(rows, width, device="cuda").to(torch.bfloat16)
     idx = torch.empty(rows, k, dtype=torch.int64, device="cuda")
     val = torch.empty(rows, k, dtype=x.dtype, device="cuda")
+    table = torch.arange(rows * width // 64, dtype=torch.int32, device="cuda").view(rows, width // 64)
+    per_row = torch.full((rows,), k, dtype=torch.int32, device="cuda")
     topk = deepselect_rt.topk
     calls_ = {
         "ours, defaults": lambda: topk(x, k),
         "ours, nan_policy='sentinel'": lambda: topk(x, k, nan_policy="sentinel"),
         "ours, caller buffers": lambda: topk(x, k, output_idx=idx, output_val=val),
+        "ours, page table and per-row k (int32 indices)": lambda: topk(
+            x, k, indices_type="int32", page_table=table, page_size=64, k_per_row=per_row),
         "torch.topk": lambda: torch.topk(x, k, dim=1, sorted=False),
         "torch.topk, out=": lambda: torch.topk(x, k, dim=1, sorted=False, out=(val, idx)),
     }

@@ -153,16 +153,18 @@ def _launch(req: TopkRequest, ready: _Ready, nan: tuple[int, int, int]):
     cluster = plan.split if plan.how in (SPLIT_CLUSTER, SPLIT_RADIX) else 1
     template, epoch = launch.pack(req, nan, plan.split), _epoch
 
-    def again(stream: int, out_idx: int = 0, out_val: int = 0) -> bool:
+    def again(stream: int, out_idx: int = 0, out_val: int = 0, out_raw: int = 0) -> bool:
         if epoch != _epoch:
             return False
         params = template
-        if out_idx or out_val:
+        if out_idx or out_val or out_raw:
             params = launch.Params.from_buffer_copy(template)
             if out_idx:
                 params.out_idx = out_idx
             if out_val:
                 params.out_val = out_val
+            if out_raw:
+                params.out_raw = out_raw
         # is_current first: entering on_device's generator costs more than the check.
         with nullcontext() if is_current(device) else on_device(device):
             launch.launch(kernel, grid, plan.threads, plan.smem, stream, params, cluster)
@@ -212,8 +214,8 @@ def _ready_for(req: TopkRequest) -> _Ready:
 def run(req: TopkRequest):
     """Launch top-k for ``req`` on its stream, on the input's device.
 
-    Returns ``again(stream, out_idx=0, out_val=0) -> bool``, the same launch repeated on
-    ``stream`` with other output pointers when given (same shapes and strides; False, launching
+    Returns ``again(stream, out_idx=0, out_val=0, out_raw=0) -> bool``, the same launch repeated
+    on ``stream`` with other output pointers when given (same shapes and strides; False, launching
     nothing, once forced_split or forget_plans has changed the plans), for interop/repeat.py; or
     None when a call like ``req`` needs the whole path every time (nan_policy="raise_sync"
     synchronises, a workspace split allocates). Under nan_policy="raise" NaN rows are recorded

@@ -2,10 +2,13 @@
 
 A call's key holds everything its checks, plan and argument block depend on: each array's
 (data pointer, shape, strides, dtype, device, and for torch lazy negation and requires_grad)
-and every other argument with its type. The first call with a key takes the whole path
-(eager.topk); once that succeeded, its launch is remembered, and a later call with the same key
-only allocates the outputs the caller did not give (in the caller's framework), reads that
-framework's current stream and launches. Not remembered: host-side index arrays (their values
+and every other argument with its type, the serving options' (page table, per-row k, raw
+indices) included. The first call with a key takes the whole path (eager.topk); once that
+succeeded, its launch is remembered, and a later call with the same key only allocates the
+outputs the caller did not give (in the caller's framework), reads that framework's current
+stream and launches. Device arrays' values are never checked on the host (the kernels clamp
+them), so a new page table or per-row k written into the same tensor needs no new check. Not
+remembered: host-side index arrays (their values
 are checked), explicit streams, nan_policy="raise_sync" (it synchronises), rows split through a
 workspace (allocated per call), arrays of other frameworks (JAX: its arrays are immutable and
 its pending work is ordered by the DLPack export), and mixed frameworks. A remembered call
@@ -93,27 +96,38 @@ def _adapter(obj):
 
 
 class _Entry:
-    __slots__ = ("again", "adapter", "shape", "device", "idx_dtype", "val_dtype")
+    __slots__ = ("again", "adapter", "shape", "device", "idx_dtype", "val_dtype", "raw", "raw_dtype")
 
-    def __init__(self, again, adapter, shape, device, idx_dtype, val_dtype):
+    def __init__(self, again, adapter, shape, device, idx_dtype, val_dtype, raw, raw_dtype):
         self.again = again              # what the backend's run returned
         self.adapter = adapter          # the input's framework
         self.shape = shape              # (rows, k) of the outputs
         self.device = device            # the framework's device object of the input
         self.idx_dtype = idx_dtype      # framework dtype to allocate indices in, or None (caller's)
         self.val_dtype = val_dtype      # framework dtype to allocate values in, or None (caller's, or none)
+        self.raw = raw                  # whether the call returns raw indices, a third output
+        self.raw_dtype = raw_dtype      # framework dtype to allocate them in, or None (caller's, or none)
 
 
 def key(input, k, sorted, begin, end, indices_type, sorted_index, output_idx, output_val, offsets,
-        idx_fill, val_fill, return_value, abort_when_nan_found, nan_policy, stream):
-    """The memo key of a call, or None when the call is not one the memo serves."""
+        idx_fill, val_fill, return_value, abort_when_nan_found, nan_policy, stream, serving=None):
+    """The memo key of a call, or None when the call is not one the memo serves. ``serving``:
+    None, or the serving options ``(page_table, page_size, row_to_batch, k_per_row,
+    return_raw_indices, output_raw_idx)``."""
     if stream is not None:
         return None
     adapter = _adapter(input)
     if adapter is None:
         return None
+    tensors = (input, begin, end, offsets, output_idx, output_val)
+    scalars = (k, sorted, indices_type, sorted_index, idx_fill, val_fill, return_value, abort_when_nan_found,
+               nan_policy)
+    if serving is not None:
+        page_table, page_size, row_to_batch, k_per_row, return_raw, output_raw = serving
+        tensors += (page_table, row_to_batch, k_per_row, output_raw)
+        scalars += (page_size, return_raw)
     arrays = []
-    for t in (input, begin, end, offsets, output_idx, output_val):
+    for t in tensors:
         if t is None:
             arrays.append(None)
             continue
@@ -121,14 +135,13 @@ def key(input, k, sorted, begin, end, indices_type, sorted_index, output_idx, ou
         if t_key is None:
             return None
         arrays.append(t_key)
-    scalars = (k, sorted, indices_type, sorted_index, idx_fill, val_fill, return_value, abort_when_nan_found,
-               nan_policy)
     return (*arrays, scalars, tuple(map(type, scalars)))
 
 
-def run(call_key, output_idx, output_val):
-    """``(values, indices)`` of a remembered call, launched now; None when ``call_key`` is not
-    remembered (or no longer valid), and the caller takes the whole path."""
+def run(call_key, output_idx, output_val, output_raw=None):
+    """``(values, indices)`` (and the raw indices, for a call that returns them) of a remembered
+    call, launched now; None when ``call_key`` is not remembered (or no longer valid), and the
+    caller takes the whole path."""
     try:
         entry = _entries.get(call_key)
     except TypeError:  # an unhashable argument: never remembered
@@ -137,21 +150,26 @@ def run(call_key, output_idx, output_val):
         return None
     adapter, device = entry.adapter, entry.device
     nan_record.raise_pending(("cuda", adapter.ordinal(device)))
-    idx, val = output_idx, output_val
-    idx_ptr = val_ptr = 0
+    idx, val, raw = output_idx, output_val, output_raw
+    idx_ptr = val_ptr = raw_ptr = 0
     if entry.idx_dtype is not None:
         idx, idx_ptr = adapter.empty(entry.shape, entry.idx_dtype, device)
     if entry.val_dtype is not None:
         val, val_ptr = adapter.empty(entry.shape, entry.val_dtype, device)
-    if not entry.again(adapter.stream(device), idx_ptr, val_ptr):
+    if entry.raw_dtype is not None:
+        raw, raw_ptr = adapter.empty(entry.shape, entry.raw_dtype, device)
+    if not entry.again(adapter.stream(device), idx_ptr, val_ptr, raw_ptr):
         del _entries[call_key]
         return None
-    return val, idx  # val is None without values: output_val must then be None too
+    # val is None without values: output_val must then be None too
+    return (val, idx, raw) if entry.raw else (val, idx)
 
 
-def remember(call_key, again, x, out_idx, out_val, allocated_idx: bool, allocated_val: bool) -> None:
+def remember(call_key, again, x, out_idx, out_val, out_raw, allocated_idx: bool, allocated_val: bool,
+             allocated_raw: bool) -> None:
     """Remember a call that took the whole path and launched with ``again`` (the CUDA backend's
-    ``run`` result); ``allocated_*``: whether its outputs were allocated by us."""
+    ``run`` result); ``out_raw``: its raw indices, or None when it returns none; ``allocated_*``:
+    whether its outputs were allocated by us."""
     adapter = _adapter(x)
     if adapter is None or (allocated_idx and _adapter(out_idx) is not adapter):
         return
@@ -160,7 +178,8 @@ def remember(call_key, again, x, out_idx, out_val, allocated_idx: bool, allocate
     try:
         _entries[call_key] = _Entry(again, adapter, tuple(out_idx.shape), adapter.device(x),
                                     out_idx.dtype if allocated_idx else None,
-                                    out_val.dtype if allocated_val else None)
+                                    out_val.dtype if allocated_val else None,
+                                    out_raw is not None, out_raw.dtype if allocated_raw else None)
     except TypeError:  # an unhashable argument
         pass
 
