@@ -408,3 +408,31 @@ def test_shard_map_with_rows_sharded_matches_the_reference():
 
     done = subprocess.run([sys.executable, "-c", SHARD_MAP_SCRIPT], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+
+
+def test_eager_route_through_a_cached_jit(monkeypatch):
+    """The route of concrete GPU arrays (interop/jax_eager.py), here let onto JAX's CPU device:
+    exact for every argument set, one trace per set of static arguments and shapes, and the
+    eager path for what it does not take (NumPy row vectors)."""
+    from deepselect_rt.interop import jax as jax_interop
+
+    traces = []
+    traced_topk = jax_interop.topk
+    monkeypatch.setattr(jax_interop, "gpu_route_ordinal", lambda: 0)
+    monkeypatch.setattr(jax_interop, "on_gpu", lambda a: isinstance(a, jax.Array))
+    monkeypatch.setattr(jax_interop, "topk", lambda *args: traces.append(args[1]) or traced_topk(*args))
+    x = _rows("float32", rows=5, width=64)
+    end = np.array([64, 10, 0, 64, 33], np.int32)
+    for kw in (dict(k=7), dict(k=7), dict(k=7, sorted=True), dict(k=3, end=jnp.asarray(end)),
+               dict(k=3, end=jnp.asarray(end)), dict(k=9, return_value=False)):
+        k = kw.pop("k")
+        got = deepselect_rt.topk(jnp.asarray(x), k, indices_type="int32", nan_policy="sentinel", **kw)
+        want = deepselect_rt.topk(x, k, indices_type="int32", nan_policy="sentinel",
+                                  **{n: np.asarray(v) if n == "end" else v for n, v in kw.items()})
+        _same(got[1], want[1])
+        assert (got[0] is None) == (want[0] is None)
+        if want[0] is not None:
+            _same(got[0], want[0])
+    assert traces == [7, 7, 3, 9]  # the repeated argument sets reuse their jitted function
+    deepselect_rt.topk(jnp.asarray(x), 3, end=end, indices_type="int32")  # NumPy end: the eager path
+    assert traces == [7, 7, 3, 9]
