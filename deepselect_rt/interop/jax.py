@@ -33,7 +33,7 @@ import numpy as np
 from jax.extend.core import Primitive
 from jax.interpreters import batching, mlir
 
-from .. import checks, eager, host
+from .. import checks, eager, host, nan_record
 from ..dtypes import ITEMSIZE
 from ..request import TopkRequest
 from . import jax_ffi
@@ -202,7 +202,9 @@ def _jitted_bind(call: Call):
 def _impl(x, *vectors, call: Call):
     """Concrete arrays (vmap or grad without jit): on the GPU through jax.jit where the kernel
     route serves (no DLPack exchange, XLA's buffers), else the eager call."""
-    if on_gpu(x) and gpu_route_ordinal() is not None:
+    ordinal = gpu_route_ordinal() if on_gpu(x) else None
+    if ordinal is not None:
+        nan_record.raise_pending(("cuda", ordinal))  # as every call on the device does first
         return list(_jitted_bind(call)(x, *vectors))
     named = dict(zip(call.vectors, vectors))
     values, indices = eager.topk(x, call.k, sorted=call.sorted, begin=named.get("begin"), end=named.get("end"),
