@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import numbers
 import operator
+import sys
 from typing import NamedTuple
 
 import numpy as np
@@ -60,7 +61,8 @@ def _integer(value, name: str) -> int:
     number = _as_int(value)
     if number is None:
         kind = type(value).__name__
-        if "Tracer" in kind:  # a JAX value traced by jax.jit: its value is unknown while tracing
+        jax = sys.modules.get("jax")
+        if jax is not None and isinstance(value, jax.core.Tracer):  # its value is unknown while tracing
             raise TypeError(f"{name} must be a Python integer known while tracing, got a traced JAX value; "
                             f"pass it as a static argument (jax.jit(f, static_argnums=...)) or close over it")
         dtype = getattr(value, "dtype", None)

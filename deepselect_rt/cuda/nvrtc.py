@@ -24,8 +24,8 @@ from .arch import PTX_ARCHS, SUPPORTED_ARCHS, normalise_arch
 
 # Fixed options. No --use_fast_math: it flushes denormals and changes comparisons' inputs, and
 # top-k must be exact. -default-device lets helpers omit __device__. -lineinfo keeps profiler
-# source mapping at no run-time cost; PTX for XLA's launcher goes without it, since line info
-# nearly doubles the text that jaxlib copies and hashes on every call.
+# source mapping at no run-time cost; what XLA's launcher gets (PTX, or the bare cubin) goes
+# without it, since line info doubles to triples the code that jaxlib may copy and hash per call.
 _BASE_OPTIONS = ("-std=c++17", "-default-device")
 _LINE_INFO = ("-lineinfo",)
 

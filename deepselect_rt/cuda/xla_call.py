@@ -10,11 +10,11 @@ What that launcher does (jaxlib/gpu/triton_kernels.cc, ``KernelCall::Launch`` an
   ``DS_FIELD_ARGS`` (``variants.with_field_args``), whose parameters are the argument block's
   fields in its order, so the buffers come in the order XLA passes them: input, the row vectors
   given (begin, end, offsets), indices, values. Absent ones are 0 scalars.
-- The kernel goes as a cubin for the device's arch, the eager path's code built without line
-  info (``NVRTC_BARE_COMPILER``, a third of the size: jaxlib may copy and hash the whole call
-  description, image included, when it runs the call), where jaxlib loads module images, else as PTX that jaxlib assembles with ptxas for the
-  device's compute capability (with the 'a' features from sm_90): NVRTC compiles the variant to
-  PTX (``NVRTC_PTX_COMPILER``).
+- Where jaxlib loads module images, the kernel goes as a cubin for the device's arch: the eager
+  path's code built without line info (``NVRTC_BARE_COMPILER``, a third of the size, since
+  jaxlib may copy and hash the whole call description, image included, when it runs the call).
+  Elsewhere it goes as PTX that jaxlib assembles with ptxas for the device's compute capability
+  (with the 'a' features from sm_90): NVRTC compiles the variant to PTX (``NVRTC_PTX_COMPILER``).
 - A CTA has ``num_warps * 32`` threads; ``grid_0 * num_ctas`` CTAs go in clusters of
   ``num_ctas`` (cuLaunchKernelEx), with ``shared_mem_bytes`` of dynamic shared memory (opted in
   past 48 KiB). The non-portable cluster attribute is never set: clusters stay within

@@ -62,7 +62,8 @@ def output_of(like: TensorView, buffer) -> tuple[TensorView, object]:
 
 # --- traced calls ------------------------------------------------------------------------
 
-_VECTORS = ("begin", "end", "output_idx_offset")
+#: The row-vector arguments, in the primitive's operand order after the input.
+VECTORS = ("begin", "end", "output_idx_offset")
 
 
 class Call(NamedTuple):
@@ -115,7 +116,7 @@ def topk(input, topk, sorted, begin, end, indices_type, sorted_index, output_idx
     checks.check_input(x)
     sc = checks.scalar_arguments(topk, sorted, sorted_index, return_value, indices_type, nan_policy,
                                  abort_when_nan_found, idx_oob_fill_value, value_oob_fill_value, output_val)
-    given = {name: obj for name, obj in zip(_VECTORS, (begin, end, output_idx_offset)) if obj is not None}
+    given = {name: obj for name, obj in zip(VECTORS, (begin, end, output_idx_offset)) if obj is not None}
     views = {name: _view(obj, name, INDEX_DTYPES_TEXT) for name, obj in given.items()}
     for name, view in views.items():
         checks.check_row_vector(view, name, x)
