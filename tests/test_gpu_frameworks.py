@@ -243,8 +243,8 @@ def _jax_gpu():
     return jax
 
 
-# (rows, width, k, dtype): one CTA a row, a split row (clusters of at most 8 under jit), the
-# cluster radix select, the any-k kernel, a short row.
+# (rows, width, k, dtype): one CTA a row, a split row (a cluster of 16 declared by the entry),
+# the cluster radix select, the any-k kernel, a short row.
 JIT_SHAPES = [(64, 30000, 512, "bfloat16"), (1, 1 << 20, 2048, "bfloat16"), (4, 65536, 64, "float32"),
               (3, 20000, 5000, "float16"), (8, 100, 300, "float32")]
 
@@ -278,6 +278,31 @@ def test_jax_jit_launches_the_kernel_through_xla(rows, width, k, dtype, route, m
     np.testing.assert_array_equal(np.asarray(idx), want[1])
     bits = np.uint16 if host.dtype in (np.float16, ml_dtypes.bfloat16) else np.uint32
     np.testing.assert_array_equal(np.asarray(vals).view(bits), want[0].view(bits))
+
+
+@pytest.mark.parametrize("rows, width, k", [(64, 1 << 16, 64), (1, 1 << 20, 2048), (2, 1 << 19, 512),
+                                            (3, (1 << 16) - 8, 100)])
+def test_jax_jit_rows_that_fill_their_ctas_exactly(rows, width, k):
+    """Rows planned from XLA's 16-byte alignment fill their CTAs' registers to the last vector:
+    the largest values sit in the first and last columns, so a dropped vector shows. Also with
+    begin columns (planned one vector wider) and on a row slice of a larger array."""
+    jax = _jax_gpu()
+    import jax.numpy as jnp
+    import ml_dtypes
+
+    rng = np.random.default_rng(rows)
+    host = rng.standard_normal((rows + 1, width)).astype(ml_dtypes.bfloat16)
+    host[:, :8] = host[:, -8:] = 100 + np.arange(8)
+    x = jnp.asarray(host)
+    kw = dict(sorted=True, indices_type="int32", nan_policy="sentinel")
+    begin = np.zeros(rows, np.int32)
+    cases = {"aligned": (jax.jit(lambda a: deepselect_rt.topk(a[1:], k, **kw)), (x,)),
+             "begin": (jax.jit(lambda a, b: deepselect_rt.topk(a[1:], k, begin=b, **kw)), (x, jnp.asarray(begin)))}
+    want = deepselect_rt.topk(host[1:], k, **kw)
+    for name, (f, args) in cases.items():
+        vals, idx = f(*args)
+        np.testing.assert_array_equal(np.asarray(idx), want[1], err_msg=name)
+        np.testing.assert_array_equal(np.asarray(vals).view(np.uint16), want[0].view(np.uint16), err_msg=name)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])

@@ -13,8 +13,8 @@ import pytest
 
 import deepselect_rt
 from deepselect_rt.cuda import launch, xla_call
-from deepselect_rt.cuda.plan import DeviceLimits, Plan
-from deepselect_rt.cuda.variants import (SPLIT_CLUSTER, large_variant, radix_variant, stream_variant,
+from deepselect_rt.cuda.plan import DeviceLimits, Plan, choose_split, radix_tier, row_vectors
+from deepselect_rt.cuda.variants import (SPLIT_CLUSTER, SPLIT_RADIX, large_variant, radix_variant, stream_variant,
                                          with_field_args)
 from deepselect_rt.jit.spec import F_BEGIN64, F_IDX64, F_NAN_SENTINEL, F_OFF64, F_SORTED, F_VALUES
 
@@ -36,6 +36,9 @@ def test_with_field_args_is_its_own_variant():
     fv = with_field_args(v)
     assert fv != v and fv.defines["DS_FIELD_ARGS"] == "1" and "field_args1" in fv.entry
     assert with_field_args(fv) == fv
+    declared = with_field_args(v, 16)
+    assert declared.defines["DS_CLUSTER_DIMS"] == "16" and declared not in (v, fv)
+    assert with_field_args(v, 1) == fv  # one CTA a row declares no cluster
 
 
 def _plan(split=1):
@@ -48,7 +51,7 @@ def test_parameters_put_xla_buffers_where_the_block_has_pointers():
                                  idx_fill=-1, val_fill=-np.inf, dtype="float32", nan=(11, 22, 33))
     named = dict(zip(launch._FIELDS, params))
     assert len(params) == len(launch._FIELDS)
-    buffers = [name for name, p in named.items() if p == xla_call.BUFFER]
+    buffers = [name for name, p in named.items() if p[0] == "buffer"]
     assert buffers == ["x", "end", "offsets", "out_idx", "out_val"]  # XLA's order: operands, then results
     assert named["begin"] == ("u64", 0) and named["workspace"] == ("u64", 0)
     assert named["row_stride"] == named["width"] == ("i64", 1000) and named["rows"] == ("i64", 3)
@@ -64,18 +67,44 @@ def test_parameters_without_values_or_vectors():
                                  return_value=False, nan_policy="propagate", idx_fill=5, val_fill=0.0,
                                  dtype="bfloat16")
     named = dict(zip(launch._FIELDS, params))
-    assert [n for n, p in named.items() if p == xla_call.BUFFER] == ["x", "begin", "out_idx"]
+    assert [n for n, p in named.items() if p[0] == "buffer"] == ["x", "begin", "out_idx"]
     assert named["out_val"] == ("u64", 0) and named["val_row_stride"] == ("i64", 0)
     assert named["flags"] == ("i64", F_BEGIN64)
     assert named["nan_head"] == ("u64", 0)
 
 
-@pytest.mark.parametrize("rows, width, k", [(1, 1 << 20, 2048), (1, 1 << 17, 512), (4, 1 << 18, 64), (8, 300000, 256)])
-def test_split_stays_within_portable_clusters(rows, width, k):
-    h200 = DeviceLimits(132, 232448, True)
-    split, how, tier = xla_call.split_for(rows, width, k, "bfloat16", h200)
-    assert 1 <= split <= xla_call.PORTABLE_CLUSTER
-    assert xla_call.split_for(rows, width, k, "bfloat16", DeviceLimits(108, 166912, False)) == (1, "", None)
+H200 = DeviceLimits(132, 232448, True)
+
+
+@pytest.mark.parametrize("rows, width, k", [(1, 1 << 20, 2048), (1, 1 << 17, 512), (4, 1 << 18, 64), (8, 300000, 256),
+                                            (64, 1 << 16, 64)])
+def test_split_is_the_eager_choice_for_aligned_rows(rows, width, k):
+    """Under jit, rows without begin columns are planned from XLA's 16-byte alignment (as an
+    eager call on an aligned tensor plans them), with begin columns one vector wider; no cap on
+    the cluster size (the entry declares it); no split without clusters."""
+    for begin in (False, True):
+        vectors = row_vectors("bfloat16", width, 0, width, begin)
+        split, how = choose_split(rows, width, vectors, k, "bfloat16", H200)
+        tier = radix_tier("bfloat16", vectors, split) if how == SPLIT_RADIX else None
+        assert xla_call.split_for(rows, width, k, "bfloat16", H200, begin) == (split, how, tier)
+        assert xla_call.split_for(rows, width, k, "bfloat16", DeviceLimits(108, 166912, False), begin) == (1, "", None)
+    assert vectors == row_vectors("bfloat16", width, 0, width) + 1
+
+
+def test_decode_shapes_keep_the_eager_radix_clusters_under_jit():
+    assert xla_call.split_for(1, 1 << 20, 2048, "bfloat16", H200, False) == (16, SPLIT_RADIX, (1024, 8))
+    # 64 rows of 64K: the aligned row fits two CTAs of the four-vector tier; one vector more does not
+    assert xla_call.split_for(64, 1 << 16, 64, "bfloat16", H200, False) == (2, SPLIT_RADIX, (1024, 4))
+    assert xla_call.split_for(64, 1 << 16, 64, "bfloat16", H200, True) == (2, SPLIT_RADIX, (1024, 8))
+
+
+@pytest.mark.parametrize("width, vectors, aligned", [(1024, {}, True), (1024, {"end": "int32"}, True),
+                                                     (1024, {"begin": "int32"}, False), (1001, {}, False)])
+def test_input_buffer_asks_for_the_alignment_the_plan_took(width, vectors, aligned):
+    params = xla_call.parameters(_plan(), 2, width, 3, vectors, index_dtype="int32", sorted=False,
+                                 return_value=False, nan_policy="propagate", idx_fill=5, val_fill=0.0,
+                                 dtype="bfloat16")
+    assert params[0] == (("buffer", xla_call.ALIGNMENT) if aligned else xla_call.BUFFER)
 
 
 def test_ptx_for_xla_leaves_out_line_info():
@@ -90,20 +119,34 @@ def test_ptx_for_xla_leaves_out_line_info():
     assert nvrtc.NVRTC_BARE_COMPILER.name not in (nvrtc.NVRTC_COMPILER.name, nvrtc.NVRTC_PTX_COMPILER.name)
 
 
+@pytest.fixture
+def nvrtc():
+    """deepselect_rt.cuda.nvrtc where NVRTC loads, else the test skips."""
+    module = pytest.importorskip("deepselect_rt.cuda.nvrtc")
+    try:
+        module.nvrtc_version()
+    except deepselect_rt.BackendUnavailableError as exc:
+        pytest.skip(str(exc))
+    return module
+
+
 @pytest.mark.parametrize("variant", [stream_variant("bfloat16", 512, split=SPLIT_CLUSTER),
                                      radix_variant("float32", 1024, 1), large_variant("float16")],
                          ids=lambda v: v.family)
-def test_field_arg_entries_compile_to_ptx(variant):
-    nvrtc = pytest.importorskip("deepselect_rt.cuda.nvrtc")
-    try:
-        nvrtc.nvrtc_version()
-    except deepselect_rt.BackendUnavailableError as exc:
-        pytest.skip(str(exc))
+def test_field_arg_entries_compile_to_ptx(variant, nvrtc):
     fv = with_field_args(variant)
     ptx = nvrtc.compile_cubin(fv, "sm_90a", ptx=True).cubin.decode()
     assert ".target sm_90a" in ptx and "\t.loc\t" not in ptx  # no line info: jaxlib handles the text a call
     entry = re.search(rf"\.entry {fv.entry}\((.*?)\)", ptx, re.S)
     assert entry is not None and entry.group(1).count(".param .u64") == len(launch._FIELDS)
+    assert ".reqnctapercluster" not in ptx
+
+
+@pytest.mark.parametrize("variant", [stream_variant("bfloat16", 2048, split=SPLIT_CLUSTER),
+                                     radix_variant("bfloat16", 1024, 8)], ids=lambda v: v.family)
+def test_declared_clusters_reach_the_ptx(variant, nvrtc):
+    ptx = nvrtc.compile_cubin(with_field_args(variant, 16), "sm_90a", ptx=True).cubin.decode()
+    assert re.search(r"\.reqnctapercluster 16, 1, 1", ptx)
 
 
 # --- the kernel-call descriptor --------------------------------------------------------------
@@ -116,6 +159,11 @@ def _read_varint(data: bytes, i: int) -> tuple[int, int]:
         i, shift = i + 1, shift + 7
         if byte < 0x80:
             return value, i
+
+
+def _tag_varint(field: int, value: int) -> bytes:
+    """A one-byte tag and a one-byte varint (field < 16, value < 128)."""
+    return bytes((field << 3, value))
 
 
 def _decode(data: bytes) -> list:
@@ -136,13 +184,14 @@ def _decode(data: bytes) -> list:
 def test_descriptor_with_ptx_holds_the_launch():
     from deepselect_rt.interop import kernel_call_proto
 
-    params = (("buffer", 0), ("i64", -3), ("u64", 2**63), ("u64", 0))
+    params = (("buffer", 0), ("i64", -3), ("u64", 2**63), ("u64", 0), ("buffer", 16))
     data = kernel_call_proto.encode("ds_entry", 512, 2, 70000, 90, 4, params, "my call", ptx="// ptx")
     top = _decode(data)
     assert [f for f, _ in top] == [1, 4] and top[1][1] == b"my call"
     call = _decode(top[0][1])
-    assert [f for f, _ in call] == [1, 2, 3, 4, 5, 5, 5, 5] and [v for _, v in call[1:4]] == [4, 1, 1]
-    assert [_decode(v) for _, v in call[4:]] == [[(1, b"")], [(5, 2**64 - 3)], [(6, 2**63)], [(6, 0)]]
+    assert [f for f, _ in call] == [1, 2, 3, 4, 5, 5, 5, 5, 5] and [v for _, v in call[1:4]] == [4, 1, 1]
+    assert [_decode(v) for _, v in call[4:]] == [[(1, b"")], [(5, 2**64 - 3)], [(6, 2**63)], [(6, 0)],
+                                                 [(1, _tag_varint(2, 16))]]
     kernel = _decode(call[0][1])
     assert kernel == [(1, b"ds_entry"), (2, 16), (3, 70000), (4, b"// ptx"), (6, 90), (10, 2)]
 
@@ -184,7 +233,7 @@ def test_cuda_lowering_emits_the_kernel_call(monkeypatch, route):
     def fake_kernel_call(device, dtype, rows, width, k, vectors, **kwargs):
         seen.update(device=device, dtype=dtype, shape=(rows, width, k), vectors=vectors, **kwargs)
         code = {"image": b"\x7fELF-cubin"} if kwargs["image"] else {"ptx": "// ptx"}
-        return xla_call.KernelCall("ds_entry", 90, 512, rows, 2, 70000,
+        return xla_call.KernelCall("ds_entry", 90, 512, 2 * rows, 70000,
                                    (xla_call.BUFFER, ("i64", -3), ("u64", 2**63)), **code)
 
     monkeypatch.setattr(jax_ffi, "kernel_call_route", lambda: (route, None))
@@ -205,8 +254,9 @@ def test_cuda_lowering_emits_the_kernel_call(monkeypatch, route):
     top = _decode(zlib.decompress(raw))
     call = _decode(top[0][1])
     kernel = dict(_decode(call[0][1]))
-    assert top[1] == (4, b"ds_entry") and [v for _, v in call[1:4]] == [4, 1, 1] and len(call) == 7
-    assert (kernel[1], kernel[2], kernel[3], kernel[6], kernel[10]) == (b"ds_entry", 16, 70000, 90, 2)
+    assert top[1] == (4, b"ds_entry") and [v for _, v in call[1:4]] == [8, 1, 1] and len(call) == 7
+    # the launcher's own clusters stay at one CTA: the entry declares its cluster
+    assert (kernel[1], kernel[2], kernel[3], kernel[6], kernel[10]) == (b"ds_entry", 16, 70000, 90, 1)
     if route == "image":
         assert dict(_decode(kernel[11]))[1] == b"\x7fELF-cubin" and kernel[4].startswith(b"deepselect-rt cubin")
     else:

@@ -30,6 +30,7 @@ from rich.table import Table  # noqa: E402
 
 import deepselect_rt  # noqa: E402
 from deepselect_rt.bench import grid, timing  # noqa: E402
+from deepselect_rt.cuda import xla_call  # noqa: E402
 from deepselect_rt.cli.console import console  # noqa: E402
 
 if not timing.jax_available():
@@ -102,10 +103,14 @@ for rows, width, k in [(1, 131072, 512), (1, 1048576, 2048), (8, 1048576, 2048),
     wall_ours = timing.time_wall(torch, lambda: jax.block_until_ready(ours(xj)), flush, grid.ITERS)
     wall_peer = timing.time_wall(torch, lambda: jax.block_until_ready(peer(xj)), flush, grid.ITERS)
     gpu_jax, gpu_torch = jax_gpu_us(xj, k, width), torch_gpu_us(xt, k, width)
+    launch = xla_call.kernel_call(0, "bfloat16", rows, width, k, {"end": "int32"}, index_dtype="int32", sorted=False,
+                                  return_value=False, nan_policy="sentinel", idx_fill=2**31 - 1,
+                                  val_fill=float("-inf"))  # what the GPU-time calls lowered to
     records.append(dict(rows=rows, width=width, k=k, gpu_us_jit=gpu_jax, gpu_us_torch_path=gpu_torch,
-                        wall_us_jit=wall_ours, wall_us_lax_top_k=wall_peer, exact=exact))
+                        wall_us_jit=wall_ours, wall_us_lax_top_k=wall_peer, exact=exact,
+                        jit_entry=launch.entry, jit_ctas_a_row=launch.grid // rows))
     rows_out.append((f"bf16 {rows}x{width} k={k}", gpu_torch, gpu_jax, gpu_jax / gpu_torch, wall_peer, wall_ours,
-                     "yes" if exact else "NO"))
+                     str(launch.grid // rows), "yes" if exact else "NO"))
 
 x_small = jax.dlpack.from_dlpack(torch.randn(4, 4096, device="cuda").to(torch.bfloat16))
 ours_small = jax.jit(lambda a: deepselect_rt.topk(a, 16, indices_type="int32"))
@@ -117,9 +122,9 @@ host = {"jax.jit(deepselect_rt.topk) (defaults, int32 indices)": timing.per_call
 
 gpu = torch.cuda.get_device_name()
 table = Table("case", "torch path GPU us", "jit GPU us", "jit / torch", "lax.top_k wall us", "jit wall us",
-              "exact", title=f"jax.jit(deepselect_rt.topk), N={N} ({gpu})")
-for case, *figures, exact in rows_out:
-    table.add_row(case, *(f"{v:.3f}" if i == 2 else f"{v:.1f}" for i, v in enumerate(figures)), exact)
+              "jit CTAs a row", "exact", title=f"jax.jit(deepselect_rt.topk), N={N} ({gpu})")
+for case, *figures, ctas, exact in rows_out:
+    table.add_row(case, *(f"{v:.3f}" if i == 2 else f"{v:.1f}" for i, v in enumerate(figures)), ctas, exact)
 console().print(table)
 host_table = Table("call, bf16 4x4096 k=16", "host us per call", title=f"host time ({gpu})")
 for label, us in host.items():

@@ -15,10 +15,16 @@ What that launcher does (jaxlib/gpu/triton_kernels.cc, ``KernelCall::Launch`` an
   jaxlib may copy and hash the whole call description, image included, when it runs the call).
   Elsewhere it goes as PTX that jaxlib assembles with ptxas for the device's compute capability
   (with the 'a' features from sm_90): NVRTC compiles the variant to PTX (``NVRTC_PTX_COMPILER``).
-- A CTA has ``num_warps * 32`` threads; ``grid_0 * num_ctas`` CTAs go in clusters of
-  ``num_ctas`` (cuLaunchKernelEx), with ``shared_mem_bytes`` of dynamic shared memory (opted in
-  past 48 KiB). The non-portable cluster attribute is never set: clusters stay within
-  ``PORTABLE_CLUSTER`` CTAs here.
+- A CTA has ``num_warps * 32`` threads. jaxlib sets clusters up at launch (cuLaunchKernelEx)
+  but never opts a kernel in to the non-portable sizes past 8 that a row split over 16 CTAs
+  takes. So here every cluster is declared by the entry (``DS_CLUSTER_DIMS``), the launcher is
+  told one CTA a cluster, and its plain launch of ``grid`` CTAs forms the clusters; the loaded
+  kernel is checked to fit such clusters without the opt-in, else the split shrinks as an eager
+  call's does. ``shared_mem_bytes`` of dynamic shared memory (opted in past 48 KiB).
+- XLA's buffers are aligned to 16 bytes, so rows without ``begin`` columns are planned as
+  starting on a 16-byte boundary (as eager calls plan them from the pointer); the input's
+  parameter then asks jaxlib to check that (``ptr_divisibility``), which fails the call rather
+  than let a misaligned row overflow its CTAs' registers.
 - One kernel per call: the workspace split (two launches and scratch, GPUs without clusters) is
   left out; such GPUs take one CTA a row.
 """
@@ -28,7 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from types import SimpleNamespace
 
-from ..dtypes import fill_bits
+from ..dtypes import ITEMSIZE, fill_bits
 from ..jit.cache import default_cache
 from ..jit.spec import flags_of
 from . import backend, nan_memory
@@ -38,41 +44,39 @@ from .plan import DeviceLimits, Plan, choose_split, few_rows_tuning, radix_tier,
 from .nvrtc import NVRTC_BARE_COMPILER, NVRTC_PTX_COMPILER
 from .variants import SPLIT_CLUSTER, SPLIT_RADIX, SPLIT_WORKSPACE
 
-#: The largest cluster every sm_90+ GPU launches without the non-portable attribute.
-PORTABLE_CLUSTER = 8
-
 BUFFER = ("buffer", 0)  # a parameter that is the next XLA buffer
+ALIGNMENT = 16  # bytes: XLA's buffer alignment that the plan of rows without begin columns takes
 
 
 @dataclass(frozen=True)
 class KernelCall:
     """One launch for XLA: ``entry`` for ``compute_capability`` (major * 10 + minor);
-    ``threads`` a CTA, ``grid`` clusters of ``cluster`` CTAs (one cluster a row), ``smem`` bytes
-    of dynamic shared memory; ``params``, one per kernel parameter: ``BUFFER`` or ``("i64" |
-    "u64", value)``. XLA's buffers: the input, the row vectors given, then the results in the
-    order indices, values. The code: ``image`` (a cubin for the device's arch, or PTX when that
-    arch is a compute_XY one) or else ``ptx`` (text for the launcher to assemble)."""
+    ``threads`` a CTA, ``grid`` CTAs (a row's CTAs side by side, in the clusters the entry
+    declares), ``smem`` bytes of dynamic shared memory; ``params``, one per kernel parameter:
+    ``("buffer", d)`` (the next XLA buffer, whose address jaxlib checks is a multiple of ``d``
+    bytes where ``d`` > 0) or ``("i64" | "u64", value)``. XLA's buffers: the input, the row
+    vectors given, then the results in the order indices, values. The code: ``image`` (a cubin
+    for the device's arch, or PTX when that arch is a compute_XY one) or else ``ptx`` (text for
+    the launcher to assemble)."""
 
     entry: str
     compute_capability: int
     threads: int
     grid: int
-    cluster: int
     smem: int
     params: tuple
     ptx: str = ""
     image: bytes = b""
 
 
-def split_for(rows: int, width: int, k: int, dtype: str, limits: DeviceLimits) -> tuple[int, str, object]:
-    """(CTAs a row, how, radix tier) as the eager dispatch chooses them (``choose_split``), within
-    what the launcher can do: at most PORTABLE_CLUSTER CTAs a cluster, no workspace split. XLA's
-    buffer addresses are unknown while lowering, so rows may start anywhere (one vector more)."""
-    vectors = row_vectors(dtype, width, begin=True)
+def split_for(rows: int, width: int, k: int, dtype: str, limits: DeviceLimits, begin: bool) -> tuple[int, str, object]:
+    """(CTAs a row, how, radix tier) as the eager dispatch chooses them (``choose_split``) for
+    rows that start on XLA's 16-byte boundaries, or anywhere (one vector more) with ``begin``
+    columns; no workspace split, which needs a second launch."""
+    vectors = row_vectors(dtype, width, 0, width, begin)
     split, how = choose_split(rows, width, vectors, k, dtype, limits)
     if not limits.clusters:
         return 1, "", None
-    split = min(split, PORTABLE_CLUSTER)
     return split, how, radix_tier(dtype, vectors, split) if how == SPLIT_RADIX else None
 
 
@@ -81,7 +85,8 @@ def parameters(plan: Plan, rows: int, width: int, k: int, vectors: dict, *, inde
                nan: tuple[int, int, int] = (0, 0, 0)) -> tuple:
     """The kernel's parameters for ``plan`` (kernels_cu/common/params.cuh's fields, in order):
     XLA's buffers where the call has them, the rest by value. ``vectors``: the row vectors given,
-    name ("begin", "end", "output_idx_offset") -> dtype; ``nan``: the NaN record's (device
+    name ("begin", "end", "output_idx_offset") -> dtype (the input's buffer asks for ALIGNMENT
+    where ``split_for`` planned its rows aligned); ``nan``: the NaN record's (device
     counter, entries, call id), zeros for none."""
     request = SimpleNamespace(
         sorted=sorted, index_dtype=index_dtype, return_value=return_value, nan_policy=nan_policy,
@@ -90,8 +95,9 @@ def parameters(plan: Plan, rows: int, width: int, k: int, vectors: dict, *, inde
            for field, name in (("begin", "begin"), ("end", "end"), ("offsets", "output_idx_offset"))})
     given = lambda name: BUFFER if name in vectors else ("u64", 0)  # noqa: E731
     head, entries, call = nan
+    aligned = "begin" not in vectors and width * ITEMSIZE[dtype] % ALIGNMENT == 0
     return (
-        BUFFER, ("i64", width), ("i64", rows), ("i64", width), ("i64", k),
+        ("buffer", ALIGNMENT) if aligned else BUFFER, ("i64", width), ("i64", rows), ("i64", width), ("i64", k),
         given("begin"), given("end"), given("output_idx_offset"),
         BUFFER, ("i64", k), BUFFER if return_value else ("u64", 0), ("i64", k if return_value else 0),
         ("i64", flags_of(request)), ("i64", idx_fill), ("u64", fill_bits(val_fill, dtype)),
@@ -114,7 +120,7 @@ def kernel_call(device: int, dtype: str, rows: int, width: int, k: int, vectors:
     CompileError when a kernel does not compile."""
     with on_device(device):
         limits = backend.device_limits(device)
-        split, how, tier = split_for(rows, width, k, dtype, limits)
+        split, how, tier = split_for(rows, width, k, dtype, limits, "begin" in vectors)
         few = few_rows_tuning(rows, width, dtype, k, limits)
         plan = backend.prepare(device, dtype, k, few, split, how, tier, field_args=True).plan
         if plan.how == SPLIT_WORKSPACE:  # split_for never asks for it
@@ -126,9 +132,8 @@ def kernel_call(device: int, dtype: str, rows: int, width: int, k: int, vectors:
     compiler = NVRTC_BARE_COMPILER if image else NVRTC_PTX_COMPILER
     code = default_cache(compiler).get_or_build(plan.variant, device_arch(device))
     major, minor = device_info(device).compute_capability
-    cluster = plan.split if plan.how in (SPLIT_CLUSTER, SPLIT_RADIX) else 1
     params = parameters(plan, rows, width, k, vectors, index_dtype=index_dtype, sorted=sorted,
                         return_value=return_value, nan_policy=nan_policy, idx_fill=idx_fill, val_fill=val_fill,
                         dtype=dtype, nan=nan)
-    return KernelCall(plan.variant.entry, major * 10 + minor, plan.threads, rows, cluster, plan.smem, params,
+    return KernelCall(plan.variant.entry, major * 10 + minor, plan.threads, rows * plan.split, plan.smem, params,
                       **({"image": code} if image else {"ptx": code.decode()}))

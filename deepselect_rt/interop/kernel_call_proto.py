@@ -23,6 +23,7 @@ _CALL_KERNEL, _CALL_GRID, _CALL_PARAMETERS = 1, (2, 3, 4), 5
 _KERNEL_NAME, _NUM_WARPS, _SHARED_MEM, _PTX, _COMPUTE_CAPABILITY, _NUM_CTAS, _MODULE_IMAGE = 1, 2, 3, 4, 6, 10, 11
 _IMAGE_OBJECT_FILE, _IMAGE_KERNEL_NAME, _IMAGE_SHARED_MEM = 1, 2, 3
 _PARAM_ARRAY, _PARAM_I64, _PARAM_U64 = 1, 5, 6
+_ARRAY_PTR_DIVISIBILITY = 2
 
 _VARINT, _LENGTH_DELIMITED = 0, 2
 
@@ -62,7 +63,9 @@ def image_digest(image: bytes) -> str:
 
 def _parameter(kind: str, value: int) -> bytes:
     if kind == "buffer":
-        body = _bytes_field(_PARAM_ARRAY, b"", present=True)  # bytes_to_zero = ptr_divisibility = 0
+        # bytes_to_zero stays 0; jaxlib fails the call if the buffer's address is not a multiple
+        # of a nonzero ptr_divisibility (value).
+        body = _bytes_field(_PARAM_ARRAY, _int_field(_ARRAY_PTR_DIVISIBILITY, value), present=True)
     elif kind == "i64":
         body = _int_field(_PARAM_I64, value, present=True)
     elif kind == "u64":
@@ -76,8 +79,8 @@ def encode(entry: str, threads: int, cluster: int, smem: int, compute_capability
            params: tuple, name: str, *, ptx: str = "", image: bytes = b"") -> bytes:
     """The serialized ``TritonAnyKernelCall``: ``entry`` launched on ``grid`` clusters of
     ``cluster`` CTAs of ``threads`` threads with ``smem`` bytes of dynamic shared memory, one
-    parameter per ``params`` item (``("buffer", 0)`` for the next XLA buffer, ``("i64" | "u64",
-    value)``). The code is either ``ptx`` (jaxlib assembles it for ``compute_capability``) or
+    parameter per ``params`` item (``("buffer", d)`` for the next XLA buffer, whose address must
+    be a multiple of ``d`` bytes when ``d`` > 0; ``("i64" | "u64", value)``). The code is either ``ptx`` (jaxlib assembles it for ``compute_capability``) or
     ``image``, machine code for exactly that compute capability (major * 10 + minor). ``name``
     labels the call in jaxlib's errors. ValueError when neither or both are given."""
     if bool(ptx) == bool(image):
