@@ -34,7 +34,7 @@
 #include "cluster/prefilter.cuh"
 #include "row/sorted_output.cuh"
 
-extern "C" __global__ void __launch_bounds__(DS_THREADS, 1) DS_CLUSTER DS_ENTRY(DS_PARAMS) {
+extern "C" __global__ void __launch_bounds__(DS_THREADS, 1) DS_ENTRY(DS_PARAMS) {
     DS_BIND_PARAMS
     extern __shared__ __align__(16) unsigned char smem_raw[];
     Shared& sh = *reinterpret_cast<Shared*>(smem_raw);

@@ -26,7 +26,7 @@
 #include "cluster/primitives.cuh"
 #endif
 
-extern "C" __global__ void __launch_bounds__(DS_THREADS, DS_MIN_CTAS) DS_CLUSTER DS_ENTRY(DS_PARAMS) {
+extern "C" __global__ void __launch_bounds__(DS_THREADS, DS_MIN_CTAS) DS_ENTRY(DS_PARAMS) {
     DS_BIND_PARAMS
     extern __shared__ __align__(16) unsigned char smem_raw[];
     Shared& sh = *reinterpret_cast<Shared*>(smem_raw);

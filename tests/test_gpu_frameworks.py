@@ -243,8 +243,8 @@ def _jax_gpu():
     return jax
 
 
-# (rows, width, k, dtype): one CTA a row, a split row (a cluster of 16 declared by the entry),
-# the cluster radix select, the any-k kernel, a short row.
+# (rows, width, k, dtype): one CTA a row, a split row (clusters of at most 8 under jit), the
+# cluster radix select, the any-k kernel, a short row.
 JIT_SHAPES = [(64, 30000, 512, "bfloat16"), (1, 1 << 20, 2048, "bfloat16"), (4, 65536, 64, "float32"),
               (3, 20000, 5000, "float16"), (8, 100, 300, "float32")]
 

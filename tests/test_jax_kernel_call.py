@@ -36,9 +36,6 @@ def test_with_field_args_is_its_own_variant():
     fv = with_field_args(v)
     assert fv != v and fv.defines["DS_FIELD_ARGS"] == "1" and "field_args1" in fv.entry
     assert with_field_args(fv) == fv
-    declared = with_field_args(v, 16)
-    assert declared.defines["DS_CLUSTER_DIMS"] == "16" and declared not in (v, fv)
-    assert with_field_args(v, 1) == fv  # one CTA a row declares no cluster
 
 
 def _plan(split=1):
@@ -80,19 +77,21 @@ H200 = DeviceLimits(132, 232448, True)
                                             (64, 1 << 16, 64)])
 def test_split_is_the_eager_choice_for_aligned_rows(rows, width, k):
     """Under jit, rows without begin columns are planned from XLA's 16-byte alignment (as an
-    eager call on an aligned tensor plans them), with begin columns one vector wider; no cap on
-    the cluster size (the entry declares it); no split without clusters."""
+    eager call on an aligned tensor plans them), with begin columns one vector wider; clusters
+    within the portable size, the radix tier chosen for it; no split without clusters."""
     for begin in (False, True):
         vectors = row_vectors("bfloat16", width, 0, width, begin)
         split, how = choose_split(rows, width, vectors, k, "bfloat16", H200)
+        split = min(split, xla_call.PORTABLE_CLUSTER)
         tier = radix_tier("bfloat16", vectors, split) if how == SPLIT_RADIX else None
         assert xla_call.split_for(rows, width, k, "bfloat16", H200, begin) == (split, how, tier)
         assert xla_call.split_for(rows, width, k, "bfloat16", DeviceLimits(108, 166912, False), begin) == (1, "", None)
     assert vectors == row_vectors("bfloat16", width, 0, width) + 1
 
 
-def test_decode_shapes_keep_the_eager_radix_clusters_under_jit():
-    assert xla_call.split_for(1, 1 << 20, 2048, "bfloat16", H200, False) == (16, SPLIT_RADIX, (1024, 8))
+def test_aligned_rows_keep_the_eager_radix_tier_under_jit():
+    assert xla_call.split_for(1, 1 << 17, 512, "bfloat16", H200, False) == (8, SPLIT_RADIX, (1024, 2))
+    assert xla_call.split_for(1, 1 << 17, 512, "bfloat16", H200, True) == (8, SPLIT_RADIX, (1024, 4))
     # 64 rows of 64K: the aligned row fits two CTAs of the four-vector tier; one vector more does not
     assert xla_call.split_for(64, 1 << 16, 64, "bfloat16", H200, False) == (2, SPLIT_RADIX, (1024, 4))
     assert xla_call.split_for(64, 1 << 16, 64, "bfloat16", H200, True) == (2, SPLIT_RADIX, (1024, 8))
@@ -139,14 +138,6 @@ def test_field_arg_entries_compile_to_ptx(variant, nvrtc):
     assert ".target sm_90a" in ptx and "\t.loc\t" not in ptx  # no line info: jaxlib handles the text a call
     entry = re.search(rf"\.entry {fv.entry}\((.*?)\)", ptx, re.S)
     assert entry is not None and entry.group(1).count(".param .u64") == len(launch._FIELDS)
-    assert ".reqnctapercluster" not in ptx
-
-
-@pytest.mark.parametrize("variant", [stream_variant("bfloat16", 2048, split=SPLIT_CLUSTER),
-                                     radix_variant("bfloat16", 1024, 8)], ids=lambda v: v.family)
-def test_declared_clusters_reach_the_ptx(variant, nvrtc):
-    ptx = nvrtc.compile_cubin(with_field_args(variant, 16), "sm_90a", ptx=True).cubin.decode()
-    assert re.search(r"\.reqnctapercluster 16, 1, 1", ptx)
 
 
 # --- the kernel-call descriptor --------------------------------------------------------------
@@ -233,7 +224,7 @@ def test_cuda_lowering_emits_the_kernel_call(monkeypatch, route):
     def fake_kernel_call(device, dtype, rows, width, k, vectors, **kwargs):
         seen.update(device=device, dtype=dtype, shape=(rows, width, k), vectors=vectors, **kwargs)
         code = {"image": b"\x7fELF-cubin"} if kwargs["image"] else {"ptx": "// ptx"}
-        return xla_call.KernelCall("ds_entry", 90, 512, 2 * rows, 70000,
+        return xla_call.KernelCall("ds_entry", 90, 512, rows, 2, 70000,
                                    (xla_call.BUFFER, ("i64", -3), ("u64", 2**63)), **code)
 
     monkeypatch.setattr(jax_ffi, "kernel_call_route", lambda: (route, None))
@@ -254,9 +245,8 @@ def test_cuda_lowering_emits_the_kernel_call(monkeypatch, route):
     top = _decode(zlib.decompress(raw))
     call = _decode(top[0][1])
     kernel = dict(_decode(call[0][1]))
-    assert top[1] == (4, b"ds_entry") and [v for _, v in call[1:4]] == [8, 1, 1] and len(call) == 7
-    # the launcher's own clusters stay at one CTA: the entry declares its cluster
-    assert (kernel[1], kernel[2], kernel[3], kernel[6], kernel[10]) == (b"ds_entry", 16, 70000, 90, 1)
+    assert top[1] == (4, b"ds_entry") and [v for _, v in call[1:4]] == [4, 1, 1] and len(call) == 7
+    assert (kernel[1], kernel[2], kernel[3], kernel[6], kernel[10]) == (b"ds_entry", 16, 70000, 90, 2)
     if route == "image":
         assert dict(_decode(kernel[11]))[1] == b"\x7fELF-cubin" and kernel[4].startswith(b"deepselect-rt cubin")
     else:

@@ -108,9 +108,9 @@ for rows, width, k in [(1, 131072, 512), (1, 1048576, 2048), (8, 1048576, 2048),
                                   val_fill=float("-inf"))  # what the GPU-time calls lowered to
     records.append(dict(rows=rows, width=width, k=k, gpu_us_jit=gpu_jax, gpu_us_torch_path=gpu_torch,
                         wall_us_jit=wall_ours, wall_us_lax_top_k=wall_peer, exact=exact,
-                        jit_entry=launch.entry, jit_ctas_a_row=launch.grid // rows))
+                        jit_entry=launch.entry, jit_ctas_a_row=launch.cluster))
     rows_out.append((f"bf16 {rows}x{width} k={k}", gpu_torch, gpu_jax, gpu_jax / gpu_torch, wall_peer, wall_ours,
-                     str(launch.grid // rows), "yes" if exact else "NO"))
+                     str(launch.cluster), "yes" if exact else "NO"))
 
 x_small = jax.dlpack.from_dlpack(torch.randn(4, 4096, device="cuda").to(torch.bfloat16))
 ours_small = jax.jit(lambda a: deepselect_rt.topk(a, 16, indices_type="int32"))

@@ -99,18 +99,16 @@ def _load(device: int, variant, smem: int):
     return kernel
 
 
-def _clusters_fit(kernel, plan: Plan, declared: bool = False) -> bool:
-    """Whether at least one cluster of plan.split CTAs of ``kernel`` can be resident: clusters
-    set at launch, or ``declared`` by the entry (``variants.with_field_args``)."""
+def _clusters_fit(kernel, plan: Plan) -> bool:
+    """Whether at least one cluster of plan.split CTAs of ``kernel`` can be resident."""
     driver = bindings()
     config = driver.CUlaunchConfig()
     config.gridDimX, config.blockDimX, config.sharedMemBytes = plan.split, plan.threads, plan.smem
     config.gridDimY = config.gridDimZ = config.blockDimY = config.blockDimZ = 1
-    if not declared:
-        attr = driver.CUlaunchAttribute()
-        attr.id = driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
-        attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = plan.split, 1, 1
-        config.attrs, config.numAttrs = [attr], 1
+    attr = driver.CUlaunchAttribute()
+    attr.id = driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+    attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = plan.split, 1, 1
+    config.attrs, config.numAttrs = [attr], 1
     function = check(driver.cuKernelGetFunction(kernel), "cuKernelGetFunction")
     err, count = driver.cuOccupancyMaxActiveClusters(function, config)
     return int(err) == 0 and count > 0
@@ -120,22 +118,19 @@ def prepare(device: int, dtype: str, k: int, few_rows: bool, split: int, how: st
             field_args: bool = False) -> _Ready:
     """Plan, load and configure (once per key, through ``_ready_for``). A radix cluster the GPU
     cannot hold falls back to the streaming kernel's cluster, and a streaming cluster it cannot
-    hold is halved. ``field_args``: the variants for cuda/xla_call.py, whose entry takes the
-    argument block's fields one by one and declares its cluster (``variants.with_field_args``);
-    those are never opted in to non-portable clusters, as XLA's launcher loads its own copy, so
-    a cluster past 8 stays only where the GPU runs it without that."""
+    hold is halved. ``field_args``: the variants whose entry takes the argument block's fields
+    one by one (``variants.with_field_args``, for cuda/xla_call.py)."""
     limits = device_limits(device)
     while True:
         plan = make_plan(dtype, k, few_rows, limits, split, how, tier)
-        clustered = plan.how in (SPLIT_CLUSTER, SPLIT_RADIX)
         if field_args:
-            plan = replace(plan, variant=with_field_args(plan.variant, plan.split if clustered else 0))
+            plan = replace(plan, variant=with_field_args(plan.variant))
         kernel = _load(device, plan.variant, plan.smem)
-        if not clustered:
+        if plan.how not in (SPLIT_CLUSTER, SPLIT_RADIX):
             break
-        if plan.split > _PORTABLE_CLUSTER and not field_args:
+        if plan.split > _PORTABLE_CLUSTER:
             set_kernel_attribute(device, kernel, "CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED", 1)
-        if _clusters_fit(kernel, plan, declared=field_args):
+        if _clusters_fit(kernel, plan):
             break
         if plan.how == SPLIT_RADIX:
             how = SPLIT_CLUSTER

@@ -116,16 +116,12 @@ def large_variant(dtype: str) -> KernelSpec:
     return KernelSpec("topk_large", dtype, 0, LARGE_THREADS)
 
 
-def with_field_args(variant: KernelSpec, cluster: int = 0) -> KernelSpec:
+def with_field_args(variant: KernelSpec) -> KernelSpec:
     """``variant`` whose entry takes the argument block's fields as separate parameters
     (DS_FIELD_ARGS, kernels_cu/common/params.cuh): what XLA's kernel-call launcher passes under
-    jax.jit (cuda/xla_call.py); with ``cluster`` > 1 the entry also declares its clusters of that
-    many CTAs (DS_CLUSTER_DIMS), so a plain launch forms them. Compiled only when such a call is
-    lowered; warmup skips it."""
+    jax.jit (cuda/xla_call.py). Compiled only when such a call is lowered; warmup skips it."""
     extra = dict(variant.extra)
     extra["DS_FIELD_ARGS"] = 1
-    if cluster > 1:
-        extra["DS_CLUSTER_DIMS"] = cluster
     return replace(variant, extra=tuple(sorted(extra.items())))
 
 

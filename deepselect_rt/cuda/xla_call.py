@@ -15,12 +15,12 @@ What that launcher does (jaxlib/gpu/triton_kernels.cc, ``KernelCall::Launch`` an
   jaxlib may copy and hash the whole call description, image included, when it runs the call).
   Elsewhere it goes as PTX that jaxlib assembles with ptxas for the device's compute capability
   (with the 'a' features from sm_90): NVRTC compiles the variant to PTX (``NVRTC_PTX_COMPILER``).
-- A CTA has ``num_warps * 32`` threads. jaxlib sets clusters up at launch (cuLaunchKernelEx)
-  but never opts a kernel in to the non-portable sizes past 8 that a row split over 16 CTAs
-  takes. So here every cluster is declared by the entry (``DS_CLUSTER_DIMS``), the launcher is
-  told one CTA a cluster, and its plain launch of ``grid`` CTAs forms the clusters; the loaded
-  kernel is checked to fit such clusters without the opt-in, else the split shrinks as an eager
-  call's does. ``shared_mem_bytes`` of dynamic shared memory (opted in past 48 KiB).
+- A CTA has ``num_warps * 32`` threads; ``grid_0 * num_ctas`` CTAs go in clusters of
+  ``num_ctas`` (cuLaunchKernelEx), with ``shared_mem_bytes`` of dynamic shared memory (opted in
+  past 48 KiB). The non-portable cluster attribute is never set, so clusters stay within
+  ``PORTABLE_CLUSTER`` CTAs here. (An entry that declares a cluster of 16 itself,
+  ``__cluster_dims__``, does not get around that: on an H100 the driver's occupancy query
+  refuses such a cluster without the attribute too.)
 - XLA's buffers are aligned to 16 bytes, so rows without ``begin`` columns are planned as
   starting on a 16-byte boundary (as eager calls plan them from the pointer); the input's
   parameter then asks jaxlib to check that (``ptr_divisibility``), which fails the call rather
@@ -44,6 +44,9 @@ from .plan import DeviceLimits, Plan, choose_split, few_rows_tuning, radix_tier,
 from .nvrtc import NVRTC_BARE_COMPILER, NVRTC_PTX_COMPILER
 from .variants import SPLIT_CLUSTER, SPLIT_RADIX, SPLIT_WORKSPACE
 
+#: The largest cluster every sm_90+ GPU launches without the non-portable attribute.
+PORTABLE_CLUSTER = 8
+
 BUFFER = ("buffer", 0)  # a parameter that is the next XLA buffer
 ALIGNMENT = 16  # bytes: XLA's buffer alignment that the plan of rows without begin columns takes
 
@@ -51,18 +54,19 @@ ALIGNMENT = 16  # bytes: XLA's buffer alignment that the plan of rows without be
 @dataclass(frozen=True)
 class KernelCall:
     """One launch for XLA: ``entry`` for ``compute_capability`` (major * 10 + minor);
-    ``threads`` a CTA, ``grid`` CTAs (a row's CTAs side by side, in the clusters the entry
-    declares), ``smem`` bytes of dynamic shared memory; ``params``, one per kernel parameter:
-    ``("buffer", d)`` (the next XLA buffer, whose address jaxlib checks is a multiple of ``d``
-    bytes where ``d`` > 0) or ``("i64" | "u64", value)``. XLA's buffers: the input, the row
-    vectors given, then the results in the order indices, values. The code: ``image`` (a cubin
-    for the device's arch, or PTX when that arch is a compute_XY one) or else ``ptx`` (text for
-    the launcher to assemble)."""
+    ``threads`` a CTA, ``grid`` clusters of ``cluster`` CTAs (one cluster a row), ``smem`` bytes
+    of dynamic shared memory; ``params``, one per kernel parameter: ``("buffer", d)`` (the next
+    XLA buffer, whose address jaxlib checks is a multiple of ``d`` bytes where ``d`` > 0) or
+    ``("i64" | "u64", value)``. XLA's buffers: the input, the row vectors given, then the
+    results in the order indices, values. The code: ``image`` (a cubin for the device's arch, or
+    PTX when that arch is a compute_XY one) or else ``ptx`` (text for the launcher to
+    assemble)."""
 
     entry: str
     compute_capability: int
     threads: int
     grid: int
+    cluster: int
     smem: int
     params: tuple
     ptx: str = ""
@@ -72,11 +76,13 @@ class KernelCall:
 def split_for(rows: int, width: int, k: int, dtype: str, limits: DeviceLimits, begin: bool) -> tuple[int, str, object]:
     """(CTAs a row, how, radix tier) as the eager dispatch chooses them (``choose_split``) for
     rows that start on XLA's 16-byte boundaries, or anywhere (one vector more) with ``begin``
-    columns; no workspace split, which needs a second launch."""
+    columns, within what the launcher can do: at most PORTABLE_CLUSTER CTAs a cluster (the
+    radix tier chosen again for that many), no workspace split."""
     vectors = row_vectors(dtype, width, 0, width, begin)
     split, how = choose_split(rows, width, vectors, k, dtype, limits)
     if not limits.clusters:
         return 1, "", None
+    split = min(split, PORTABLE_CLUSTER)
     return split, how, radix_tier(dtype, vectors, split) if how == SPLIT_RADIX else None
 
 
@@ -132,8 +138,9 @@ def kernel_call(device: int, dtype: str, rows: int, width: int, k: int, vectors:
     compiler = NVRTC_BARE_COMPILER if image else NVRTC_PTX_COMPILER
     code = default_cache(compiler).get_or_build(plan.variant, device_arch(device))
     major, minor = device_info(device).compute_capability
+    cluster = plan.split if plan.how in (SPLIT_CLUSTER, SPLIT_RADIX) else 1
     params = parameters(plan, rows, width, k, vectors, index_dtype=index_dtype, sorted=sorted,
                         return_value=return_value, nan_policy=nan_policy, idx_fill=idx_fill, val_fill=val_fill,
                         dtype=dtype, nan=nan)
-    return KernelCall(plan.variant.entry, major * 10 + minor, plan.threads, rows * plan.split, plan.smem, params,
+    return KernelCall(plan.variant.entry, major * 10 + minor, plan.threads, rows, cluster, plan.smem, params,
                       **({"image": code} if image else {"ptx": code.decode()}))

@@ -113,8 +113,8 @@ def _kernel_lowering(route: str, ctx, operands, call):
         {name: canonical(aval.dtype) for name, aval in zip(call.vectors, vectors)},
         index_dtype=call.index_dtype, sorted=call.sorted, return_value=call.return_value,
         nan_policy=call.nan_policy, idx_fill=call.idx_fill, val_fill=call.val_fill, image=route == "image")
-    opaque = zlib.compress(kernel_call_proto.encode(  # one CTA a launcher's cluster: the entry declares its own
-        launch.entry, launch.threads, 1, launch.smem, launch.compute_capability, launch.grid,
+    opaque = zlib.compress(kernel_call_proto.encode(
+        launch.entry, launch.threads, launch.cluster, launch.smem, launch.compute_capability, launch.grid,
         launch.params, launch.entry, ptx=launch.ptx, image=launch.image))
     # The kernel's buffers come indices first; the primitive returns values first.
     order = [len(ctx.avals_out) - 1] + list(range(len(ctx.avals_out) - 1))

@@ -63,15 +63,6 @@ struct Params {
 #define DS_BIND_PARAMS
 #endif
 
-// With DS_CLUSTER_DIMS=n the entry declares its cluster of n CTAs itself, and a plain launch of
-// n CTAs a row forms the clusters: XLA's kernel-call launcher (under jax.jit) never opts a kernel
-// in to the non-portable clusters past 8 that a launch-time cluster size of 16 needs.
-#if defined(DS_CLUSTER_DIMS) && DS_CLUSTER_DIMS > 1
-#define DS_CLUSTER __cluster_dims__(DS_CLUSTER_DIMS, 1, 1)
-#else
-#define DS_CLUSTER
-#endif
-
 #define DS_F_SORTED 1
 #define DS_F_IDX64 2
 #define DS_F_BEGIN64 4
