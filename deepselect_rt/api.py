@@ -123,6 +123,14 @@ def topk(input, topk, sorted=False, begin=None, end=None, indices_type="int64", 
     """
     serving = dict(page_table=page_table, page_size=page_size, row_to_batch=row_to_batch, k_per_row=k_per_row,
                    return_raw_indices=return_raw_indices, output_raw_idx=output_raw_idx)
+    # torch.compile first: its tracer cannot run jax.Array's isinstance check on a tensor.
+    if _torch_compiling(input):
+        _no_serving_under("torch.compile", "outside the compiled region (torch.compiler.disable)", serving)
+        from .interop import torch_op
+
+        return torch_op.topk(input, topk, sorted, begin, end, indices_type, sorted_index, output_idx, output_val,
+                             output_idx_offset, idx_oob_fill_value, value_oob_fill_value, return_value,
+                             abort_when_nan_found, nan_policy, stream)
     if _jax_traced(input, begin, end, output_idx_offset, output_idx, output_val):
         _no_serving_under("jax.jit and other JAX transformations", "on concrete arrays", serving)
         from .interop import jax as jax_interop
@@ -138,13 +146,6 @@ def topk(input, topk, sorted=False, begin=None, end=None, indices_type="int64", 
                              abort_when_nan_found, nan_policy, stream)
         if out is not None:
             return out
-    if _torch_compiling(input):
-        _no_serving_under("torch.compile", "outside the compiled region (torch.compiler.disable)", serving)
-        from .interop import torch_op
-
-        return torch_op.topk(input, topk, sorted, begin, end, indices_type, sorted_index, output_idx, output_val,
-                             output_idx_offset, idx_oob_fill_value, value_oob_fill_value, return_value,
-                             abort_when_nan_found, nan_policy, stream)
     return eager.topk(input, topk, sorted, begin, end, indices_type, sorted_index, output_idx, output_val,
                       output_idx_offset, idx_oob_fill_value, value_oob_fill_value, return_value,
                       abort_when_nan_found, nan_policy, stream, **serving)
