@@ -241,6 +241,8 @@ def _corrupt(path: Path, how: str) -> None:
         data = bytearray(path.read_bytes())
         data[len(data) // 2] ^= 0x40
         path.write_bytes(bytes(data))
+    elif how == "appended":
+        path.write_bytes(path.read_bytes() + b"extra")
     elif how == "empty":
         path.write_bytes(b"")
     elif how == "no_cubin":
@@ -255,13 +257,15 @@ def _corrupt(path: Path, how: str) -> None:
         meta.write_text(json.dumps(fields))
 
 
-@pytest.mark.parametrize("how", ["truncated", "flipped", "empty", "no_cubin", "bad_metadata",
+@pytest.mark.parametrize("how", ["truncated", "appended", "flipped", "empty", "no_cubin", "bad_metadata",
                                  "no_metadata", "wrong_key"])
 def test_corrupted_entry_is_detected_and_rebuilt(cache_env, how):
     good = KernelCache(NVRTC_COMPILER).resolve(V1, ARCH)
     _corrupt(good.path, how)
     checked, problems = KernelCache(NVRTC_COMPILER).verify()
     assert problems, f"verify missed a {how} entry"
+    if how in ("truncated", "appended"):
+        assert ("bytes appended" if how == "appended" else "(truncated)") in str(problems)
     cache = KernelCache(NVRTC_COMPILER)
     rebuilt = cache.resolve(V1, ARCH)
     assert rebuilt.origin == "compiled" and cache.compiles == 1

@@ -376,9 +376,10 @@ PT = table(3, 8, seed=0)
     (dict(page_table=PT, page_size=4, row_to_batch=np.zeros(3, np.int16)), TypeError, "row_to_batch"),
     (dict(page_table=PT, page_size=4, row_to_batch=np.zeros(2, np.int32)), ValueError, "row_to_batch must have shape"),
     (dict(page_table=PT, page_size=2), ValueError, "page table's"),  # 32 columns, 16 positions
-    (dict(page_table=PT, page_size=4, output_idx_offset=np.array([0, 1, 0], np.int32)), ValueError, "row 1's"),
+    (dict(page_table=PT, page_size=4, output_idx_offset=np.array([0, 1, 0], np.int32)), ValueError,
+     "row 1's.*pass end"),
     (dict(page_table=PT, page_size=4, begin=np.array([0, 0, 0], np.int32),
-          output_idx_offset=np.array([0, -1, 0], np.int32)), ValueError, "row 1's"),
+          output_idx_offset=np.array([0, -1, 0], np.int32)), ValueError, "row 1's.*non-negative output_idx_offset"),
     (dict(k_per_row=np.array([1, 6, 0], np.int32)), ValueError, "k_per_row must lie in"),
     (dict(k_per_row=np.array([1, -1, 0], np.int32)), ValueError, "row 1 has -1"),
     (dict(k_per_row=np.zeros(3, np.float32)), TypeError, "k_per_row"),

@@ -189,7 +189,8 @@ def _check_entry(meta_path: Path) -> tuple[dict, bytes]:
         raise ValueError(f"metadata key {meta['key'][:12]}... does not match its file name")
     data = meta_path.with_suffix(".cubin").read_bytes()
     if len(data) != meta["size"]:
-        raise ValueError(f"cubin has {len(data)} bytes, metadata says {meta['size']} (truncated)")
+        flaw = "truncated" if len(data) < meta["size"] else "bytes appended"
+        raise ValueError(f"cubin has {len(data)} bytes, metadata says {meta['size']} ({flaw})")
     if _sha256(data) != meta["sha256"]:
         raise ValueError("cubin sha256 does not match its metadata (corrupted)")
     return meta, data
