@@ -73,12 +73,19 @@ class KernelCall:
     image: bytes = b""
 
 
+def rows_aligned(dtype: str, width: int, begin: bool) -> bool:
+    """Whether every row starts on XLA's ALIGNMENT boundary: no ``begin`` columns move the
+    starts, and a row is a whole number of ALIGNMENT bytes. ``split_for`` plans such rows one
+    vector narrower, and ``parameters`` then asks jaxlib to check the input's alignment."""
+    return not begin and width * ITEMSIZE[dtype] % ALIGNMENT == 0
+
+
 def split_for(rows: int, width: int, k: int, dtype: str, limits: DeviceLimits, begin: bool) -> tuple[int, str, object]:
     """(CTAs a row, how, radix tier) as the eager dispatch chooses them (``choose_split``) for
     rows that start on XLA's 16-byte boundaries, or anywhere (one vector more) with ``begin``
     columns, within what the launcher can do: at most PORTABLE_CLUSTER CTAs a cluster (the
     radix tier chosen again for that many), no workspace split."""
-    vectors = row_vectors(dtype, width, 0, width, begin)
+    vectors = row_vectors(dtype, width, begin=not rows_aligned(dtype, width, begin))
     split, how = choose_split(rows, width, vectors, k, dtype, limits)
     if not limits.clusters:
         return 1, "", None
@@ -92,7 +99,7 @@ def parameters(plan: Plan, rows: int, width: int, k: int, vectors: dict, *, inde
     """The kernel's parameters for ``plan`` (kernels_cu/common/params.cuh's fields, in order):
     XLA's buffers where the call has them, the rest by value. ``vectors``: the row vectors given,
     name ("begin", "end", "output_idx_offset") -> dtype (the input's buffer asks for ALIGNMENT
-    where ``split_for`` planned its rows aligned); ``nan``: the NaN record's (device
+    where ``rows_aligned``); ``nan``: the NaN record's (device
     counter, entries, call id), zeros for none."""
     request = SimpleNamespace(
         sorted=sorted, index_dtype=index_dtype, return_value=return_value, nan_policy=nan_policy,
@@ -101,9 +108,8 @@ def parameters(plan: Plan, rows: int, width: int, k: int, vectors: dict, *, inde
            for field, name in (("begin", "begin"), ("end", "end"), ("offsets", "output_idx_offset"))})
     given = lambda name: BUFFER if name in vectors else ("u64", 0)  # noqa: E731
     head, entries, call = nan
-    aligned = "begin" not in vectors and width * ITEMSIZE[dtype] % ALIGNMENT == 0
     return (
-        ("buffer", ALIGNMENT) if aligned else BUFFER, ("i64", width), ("i64", rows), ("i64", width), ("i64", k),
+        ("buffer", ALIGNMENT) if rows_aligned(dtype, width, "begin" in vectors) else BUFFER, ("i64", width), ("i64", rows), ("i64", width), ("i64", k),
         given("begin"), given("end"), given("output_idx_offset"),
         BUFFER, ("i64", k), BUFFER if return_value else ("u64", 0), ("i64", k if return_value else 0),
         ("i64", flags_of(request)), ("i64", idx_fill), ("u64", fill_bits(val_fill, dtype)),

@@ -66,6 +66,11 @@ def output_of(like: TensorView, buffer) -> tuple[TensorView, object]:
 VECTORS = ("begin", "end", "output_idx_offset")
 
 
+def given_vectors(begin, end, output_idx_offset) -> dict:
+    """The row vectors passed, by name, in VECTORS' order."""
+    return {name: obj for name, obj in zip(VECTORS, (begin, end, output_idx_offset)) if obj is not None}
+
+
 class Call(NamedTuple):
     """The static part of a traced call: the primitive's one parameter (hashable, so jit caches
     on it). ``vectors`` names the row vectors passed, in operand order after the input."""
@@ -116,7 +121,7 @@ def topk(input, topk, sorted, begin, end, indices_type, sorted_index, output_idx
     checks.check_input(x)
     sc = checks.scalar_arguments(topk, sorted, sorted_index, return_value, indices_type, nan_policy,
                                  abort_when_nan_found, idx_oob_fill_value, value_oob_fill_value, output_val)
-    given = {name: obj for name, obj in zip(VECTORS, (begin, end, output_idx_offset)) if obj is not None}
+    given = given_vectors(begin, end, output_idx_offset)
     views = {name: _view(obj, name, INDEX_DTYPES_TEXT) for name, obj in given.items()}
     for name, view in views.items():
         checks.check_row_vector(view, name, x)

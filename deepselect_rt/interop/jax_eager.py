@@ -60,7 +60,7 @@ def topk(input, topk, sorted, begin, end, indices_type, sorted_index, output_idx
     ordinal = jax_interop.gpu_route_ordinal()
     if ordinal is None or not jax_interop.on_gpu(input):
         return None
-    given = {name: obj for name, obj in zip(jax_interop.VECTORS, (begin, end, output_idx_offset)) if obj is not None}
+    given = jax_interop.given_vectors(begin, end, output_idx_offset)
     if not all(isinstance(obj, jax.Array) for obj in given.values()):
         return None
     scalars = (topk, sorted, indices_type, sorted_index, idx_oob_fill_value, value_oob_fill_value, return_value,
