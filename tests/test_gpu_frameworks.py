@@ -271,7 +271,10 @@ def test_jax_jit_launches_the_kernel_through_xla(rows, width, k, dtype, route, m
         warnings.simplefilter("error", RuntimeWarning)  # the host-callback fallback warns
         text = f.lower(x, end).as_text()
         vals, idx = f(x, end)
-    assert "triton_kernel_call_ffi" in text and "callback" not in text
+    from deepselect_rt.cuda import xla_launch
+
+    own = xla_launch.needs_own_launch(0, dtype, rows, width, k, False)
+    assert (jax_ffi.OWN_TARGET if own else "triton_kernel_call_ffi") in text and "callback" not in text
     host = np.asarray(x)
     want = deepselect_rt.topk(host, k, end=np.asarray(end), sorted=True, indices_type="int32",
                               nan_policy="sentinel")
@@ -303,6 +306,52 @@ def test_jax_jit_rows_that_fill_their_ctas_exactly(rows, width, k):
         vals, idx = f(*args)
         np.testing.assert_array_equal(np.asarray(idx), want[1], err_msg=name)
         np.testing.assert_array_equal(np.asarray(vals).view(np.uint16), want[0].view(np.uint16), err_msg=name)
+
+
+@pytest.mark.parametrize("dtype, width, k", [("bfloat16", 1 << 20, 2048), ("float32", 129280, 512),
+                                            ("bfloat16", 1 << 17, 100)])
+def test_jax_jit_own_launch_runs_the_eager_plan(dtype, width, k):
+    """Plans of more than 8 CTAs a cluster go through deepselect-rt's own FFI handler: exact
+    against the NumPy reference with ties at the slice edges, for new buffers on every call
+    (the repeated launch takes their addresses), on a row slice, with row vectors, values or
+    not, and NaN rows reported by check_nan under the default policy."""
+    jax = _jax_gpu()
+    import jax.numpy as jnp
+    import ml_dtypes
+
+    from deepselect_rt.cuda import xla_launch
+    from deepselect_rt.interop import jax_ffi
+
+    np_dtype = ml_dtypes.bfloat16 if dtype == "bfloat16" else np.dtype(dtype)
+    bits = np.uint16 if dtype == "bfloat16" else np.uint32
+    assert xla_launch.needs_own_launch(0, dtype, 1, width, k, False)
+    kw = dict(sorted=True, indices_type="int32", nan_policy="sentinel")
+    plain = jax.jit(lambda a: deepselect_rt.topk(a, k, **kw))
+    sliced = jax.jit(lambda a, b, e, o: deepselect_rt.topk(a[1:], k, begin=b, end=e, output_idx_offset=o, **kw))
+    no_values = jax.jit(lambda a: deepselect_rt.topk(a, k, return_value=False, **kw))
+    assert jax_ffi.OWN_TARGET in plain.lower(jnp.zeros((1, width), np_dtype)).as_text()
+    rng = np.random.default_rng(width)
+    for trial in range(3):
+        host = rng.standard_normal((2, width)).astype(np_dtype)
+        host[:, :8] = host[:, -8:] = 100 + np.arange(8)
+        host[:, width // 2 - 40:width // 2 + 40] = 50  # ties across the middle CTAs' edge
+        x = jnp.asarray(host)
+        b, e, o = (np.array([v], np.int32) for v in (5 * trial, width - 3 * trial, 7))
+        for name, got, want in (
+                ("plain", plain(x[:1]), deepselect_rt.topk(host[:1], k, **kw)),
+                ("sliced", sliced(x, jnp.asarray(b), jnp.asarray(e), jnp.asarray(o)),
+                 deepselect_rt.topk(host[1:], k, begin=b, end=e, output_idx_offset=o, **kw))):
+            np.testing.assert_array_equal(np.asarray(got[1]), want[1], err_msg=f"{name} {trial}")
+            np.testing.assert_array_equal(np.asarray(got[0]).view(bits), want[0].view(bits), err_msg=name)
+        vals, idx = no_values(x[:1])
+        assert vals is None
+        np.testing.assert_array_equal(np.asarray(idx), deepselect_rt.topk(host[:1], k, **kw)[1])
+    deepselect_rt.check_nan()
+    bad = jnp.asarray(host[:1]).at[0, 77].set(jnp.nan)
+    _, idx = jax.jit(lambda a: deepselect_rt.topk(a, k, indices_type="int32"))(bad)
+    assert (np.asarray(idx) == 0x3F3F3F3F).all()
+    with pytest.raises(deepselect_rt.NaNInputError):
+        deepselect_rt.check_nan()
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import deepselect_rt
-from deepselect_rt.cuda import launch, xla_call
+from deepselect_rt.cuda import launch, xla_call, xla_launch
 from deepselect_rt.cuda.plan import DeviceLimits, Plan, choose_split, radix_tier, row_vectors
 from deepselect_rt.cuda.variants import (SPLIT_CLUSTER, SPLIT_RADIX, large_variant, radix_variant, stream_variant,
                                          with_field_args)
@@ -230,6 +230,7 @@ def test_cuda_lowering_emits_the_kernel_call(monkeypatch, route):
     monkeypatch.setattr(jax_ffi, "kernel_call_route", lambda: (route, None))
     monkeypatch.setattr(jax_ffi, "target_device", lambda policy: 3)
     monkeypatch.setattr(xla_call, "kernel_call", fake_kernel_call)
+    monkeypatch.setattr(xla_launch, "needs_own_launch", lambda *args: False)
     f = jax.jit(lambda a, e: deepselect_rt.topk(a, 5, end=e, indices_type="int32", nan_policy="sentinel"))
     text = f.trace(jnp.zeros((4, 64), jnp.bfloat16), jnp.zeros(4, jnp.int32)).lower(
         lowering_platforms=("cuda",)).as_text()
@@ -251,6 +252,78 @@ def test_cuda_lowering_emits_the_kernel_call(monkeypatch, route):
         assert dict(_decode(kernel[11]))[1] == b"\x7fELF-cubin" and kernel[4].startswith(b"deepselect-rt cubin")
     else:
         assert kernel[4] == b"// ptx" and 11 not in kernel
+
+
+def test_cuda_lowering_of_plans_beyond_the_launcher_emits_our_own_target(monkeypatch):
+    jax = pytest.importorskip("jax")
+    jnp = pytest.importorskip("jax.numpy")
+    import json
+
+    from deepselect_rt.interop import jax_ffi
+
+    asked = []
+    monkeypatch.setattr(jax_ffi, "kernel_call_route", lambda: ("image", None))
+    monkeypatch.setattr(jax_ffi, "target_device", lambda policy: 2)
+    monkeypatch.setattr(xla_launch, "needs_own_launch", lambda *args: asked.append(args) or True)
+    f = jax.jit(lambda a, b: deepselect_rt.topk(a, 9, begin=b, sorted=True, indices_type="int32",
+                                                nan_policy="propagate", idx_oob_fill_value=-1))
+    text = f.trace(jnp.zeros((3, 1000), jnp.float32), jnp.zeros(3, jnp.int32)).lower(
+        lowering_platforms=("cuda",)).as_text()
+    calls = [line for line in text.splitlines() if "custom_call" in line]
+    assert len(calls) == 1 and f"@{jax_ffi.OWN_TARGET}(%arg0, %arg1)" in calls[0]
+    assert calls[0].endswith("-> (tensor<3x9xf32>, tensor<3x9xi32>)")  # values, then indices
+    assert asked == [(2, "float32", 3, 1000, 9, True)]
+    spec = re.search(r'spec = "((?:[^"\\]|\\.)*)"', calls[0]).group(1)
+    spec = re.sub(r"\\([0-9A-F]{2})", lambda m: chr(int(m[1], 16)), spec)  # MLIR's escapes
+    assert json.loads(spec) == dict(device=2, dtype="float32", rows=3, width=1000, k=9, vectors=[["begin", "int32"]],
+                                    index_dtype="int32", sorted=True, return_value=True, nan_policy="propagate",
+                                    idx_fill=-1, val_fill=-np.inf)
+
+
+def test_launcher_carries_clusters_of_at_most_eight():
+    h100 = DeviceLimits(132, 232448, clusters=True)
+    # The eager plan: the radix select in clusters of 16 for 1-8 rows of 1M, and 1 x 128K.
+    assert not xla_call.launcher_carries(1, 1 << 20, 2048, "bfloat16", h100, False)
+    assert not xla_call.launcher_carries(8, 1 << 20, 2048, "bfloat16", h100, False)
+    assert not xla_call.launcher_carries(1, 1 << 17, 512, "bfloat16", h100, True)
+    assert xla_call.launcher_carries(16, 1 << 20, 2048, "bfloat16", h100, False)
+    assert xla_call.launcher_carries(64, 1 << 16, 64, "bfloat16", h100, False)
+    assert xla_call.launcher_carries(1, 1 << 20, 2048, "bfloat16", DeviceLimits(108, 166912), False)  # no clusters
+    for rows, width, k in [(1, 1 << 20, 2048), (4, 1 << 18, 512), (2, 129280, 64)]:
+        vectors = row_vectors("float32", width)
+        split, _ = choose_split(rows, width, vectors, k, "float32", h100)
+        assert xla_call.launcher_carries(rows, width, k, "float32", h100, False) == (split <= 8)
+
+
+def test_own_launch_repeats_with_the_new_addresses(monkeypatch):
+    """xla_launch.execute: the first execution plans through backend.run with XLA's addresses;
+    later ones repeat that launch with the new addresses; an input at another address modulo 16
+    bytes (another plan) or a repeat refused (plans changed) takes backend.run again."""
+    runs, repeats = [], []
+
+    def again(stream, out_idx, out_val, out_raw, inputs):
+        repeats.append((stream, out_idx, out_val, out_raw, inputs))
+        return len(repeats) != 2  # the second repeat is refused
+
+    monkeypatch.setattr(xla_launch.backend, "run", lambda req: runs.append(req) or again)
+    spec = xla_launch.spec(0, "bfloat16", 2, 4096, 16, {"end": "int32", "output_idx_offset": "int64"},
+                           index_dtype="int64", sorted=False, return_value=True, nan_policy="raise",
+                           idx_fill=-1, val_fill=float("nan"))
+    xla_launch.execute(spec, 7, [0x1000, 0x2000, 0x3000], [0x4000, 0x5000])
+    (req,) = runs
+    assert (req.x.ptr, req.x.shape, req.x.strides, req.x.dtype) == (0x1000, (2, 4096), (4096, 1), "bfloat16")
+    assert req.begin is None and (req.end.ptr, req.end.dtype) == (0x2000, "int32")
+    assert (req.offsets.ptr, req.offsets.dtype, req.offsets.shape) == (0x3000, "int64", (2,))
+    assert (req.out_val.ptr, req.out_idx.ptr, req.out_idx.dtype, req.out_idx.shape) == (0x4000, 0x5000, "int64", (2, 16))
+    assert (req.stream, req.k, req.nan_policy, req.return_value, req.idx_fill) == (7, 16, "raise", True, -1)
+    assert np.isnan(req.val_fill)
+    xla_launch.execute(spec, 8, [0x1100, 0x2100, 0x3100], [0x4100, 0x5100])
+    assert len(runs) == 1
+    assert repeats[-1] == (8, 0x5100, 0x4100, 0, (("x", 0x1100), ("end", 0x2100), ("offsets", 0x3100)))
+    xla_launch.execute(spec, 8, [0x1200, 0x2200, 0x3200], [0x4200, 0x5200])  # the repeat is refused
+    assert len(runs) == 2 and runs[-1].x.ptr == 0x1200
+    xla_launch.execute(spec, 8, [0x1208, 0x2200, 0x3200], [0x4200, 0x5200])  # 8 bytes off: planned anew
+    assert len(runs) == 3 and runs[-1].x.ptr == 0x1208
 
 
 def test_kernel_call_route_says_why_not():

@@ -153,11 +153,11 @@ def _launch(req: TopkRequest, ready: _Ready, nan: tuple[int, int, int]):
     cluster = plan.split if plan.how in (SPLIT_CLUSTER, SPLIT_RADIX) else 1
     template, epoch = launch.pack(req, nan, plan.split), _epoch
 
-    def again(stream: int, out_idx: int = 0, out_val: int = 0, out_raw: int = 0) -> bool:
+    def again(stream: int, out_idx: int = 0, out_val: int = 0, out_raw: int = 0, inputs: tuple = ()) -> bool:
         if epoch != _epoch:
             return False
         params = template
-        if out_idx or out_val or out_raw:
+        if out_idx or out_val or out_raw or inputs:
             params = launch.Params.from_buffer_copy(template)
             if out_idx:
                 params.out_idx = out_idx
@@ -165,6 +165,8 @@ def _launch(req: TopkRequest, ready: _Ready, nan: tuple[int, int, int]):
                 params.out_val = out_val
             if out_raw:
                 params.out_raw = out_raw
+            for field, ptr in inputs:
+                setattr(params, field, ptr)
         # is_current first: entering on_device's generator costs more than the check.
         with nullcontext() if is_current(device) else on_device(device):
             launch.launch(kernel, grid, plan.threads, plan.smem, stream, params, cluster)
@@ -214,9 +216,11 @@ def _ready_for(req: TopkRequest) -> _Ready:
 def run(req: TopkRequest):
     """Launch top-k for ``req`` on its stream, on the input's device.
 
-    Returns ``again(stream, out_idx=0, out_val=0, out_raw=0) -> bool``, the same launch repeated
-    on ``stream`` with other output pointers when given (same shapes and strides; False, launching
-    nothing, once forced_split or forget_plans has changed the plans), for interop/repeat.py; or
+    Returns ``again(stream, out_idx=0, out_val=0, out_raw=0, inputs=()) -> bool``, the same launch
+    repeated on ``stream`` with other output pointers when given and ``inputs``' (argument-block
+    field, pointer) pairs (same shapes and strides, and inputs at the same address modulo 16
+    bytes, which the plan depends on; False, launching nothing, once forced_split or forget_plans
+    has changed the plans), for interop/repeat.py and cuda/xla_launch.py; or
     None when a call like ``req`` needs the whole path every time (nan_policy="raise_sync"
     synchronises, a workspace split allocates). Under nan_policy="raise" NaN rows are recorded
     (``nan_record.py``) and reported by a later call; "raise_sync" waits for the stream and

@@ -80,6 +80,15 @@ def rows_aligned(dtype: str, width: int, begin: bool) -> bool:
     return not begin and width * ITEMSIZE[dtype] % ALIGNMENT == 0
 
 
+def launcher_carries(rows: int, width: int, k: int, dtype: str, limits: DeviceLimits, begin: bool) -> bool:
+    """Whether this launcher can launch the eager dispatch's plan (``choose_split``) for rows
+    planned as ``split_for`` plans them: no cluster of more than PORTABLE_CLUSTER CTAs. The
+    others go to deepselect-rt's own FFI handler (``xla_launch.py``)."""
+    vectors = row_vectors(dtype, width, begin=not rows_aligned(dtype, width, begin))
+    split, _ = choose_split(rows, width, vectors, k, dtype, limits)
+    return not limits.clusters or split <= PORTABLE_CLUSTER
+
+
 def split_for(rows: int, width: int, k: int, dtype: str, limits: DeviceLimits, begin: bool) -> tuple[int, str, object]:
     """(CTAs a row, how, radix tier) as the eager dispatch chooses them (``choose_split``) for
     rows that start on XLA's 16-byte boundaries, or anywhere (one vector more) with ``begin``

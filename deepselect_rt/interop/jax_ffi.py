@@ -9,7 +9,10 @@
   through the public ``jax.ffi.ffi_lowering`` with the zlib-compressed descriptor as its
   ``opaque`` attribute. Where jaxlib's plugin loads module images (it registers an
   ``instantiate`` handler, jaxlib 0.11.1 on), the descriptor carries the cubin the eager path
-  loads; before that, PTX, which jaxlib assembles with ptxas. Elsewhere (no CUDA plugin, jaxlib
+  loads; before that, PTX, which jaxlib assembles with ptxas. A call whose eager plan that
+  launcher cannot carry (clusters of more than 8 CTAs) lowers instead to deepselect-rt's own
+  FFI target, ``OWN_TARGET``: a Python handler (``interop/xla_ffi_handler.py``, public FFI C
+  ABI) that launches the eager plan on XLA's stream (``cuda/xla_launch.py``). Elsewhere (no CUDA plugin, jaxlib
   too old, no CUDA driver bindings or NVRTC for deepselect-rt, nan_policy="raise" with several
   GPUs) the host callback serves, with a warning saying why.
 """
@@ -23,7 +26,7 @@ import zlib
 import jax
 
 from ..errors import BackendUnavailableError
-from . import kernel_call_proto
+from . import kernel_call_proto, xla_ffi_handler
 
 #: The oldest JAX the traced route is written for: ``jax.ffi`` and ``pure_callback``'s
 #: ``vmap_method`` (0.4.34+), ``jax.extend.core.Primitive``. Tested with jax 0.10.2.
@@ -32,6 +35,8 @@ MIN_JAX = (0, 5, 0)
 #: ``Registrations``, since 0.10.1) with the 7-argument ``TritonKernel`` (num_ctas, since 0.9.0).
 MIN_JAXLIB_KERNEL_CALL = (0, 10, 1)
 TARGET = "triton_kernel_call_ffi"
+#: deepselect-rt's own FFI target (a Python handler), for plans TARGET's launcher cannot carry.
+OWN_TARGET = "deepselect_rt_topk_launch"
 
 
 def version_tuple(text: str) -> tuple[int, ...]:
@@ -103,16 +108,20 @@ class _Unsupported(Exception):
 
 
 def _kernel_lowering(route: str, ctx, operands, call):
-    from ..cuda import xla_call
+    from ..cuda import xla_call, xla_launch
     from ..dtypes import canonical
 
     x, *vectors = ctx.avals_in
     rows, width = x.shape
-    launch = xla_call.kernel_call(
-        target_device(call.nan_policy), canonical(x.dtype), rows, width, call.k,
-        {name: canonical(aval.dtype) for name, aval in zip(call.vectors, vectors)},
-        index_dtype=call.index_dtype, sorted=call.sorted, return_value=call.return_value,
-        nan_policy=call.nan_policy, idx_fill=call.idx_fill, val_fill=call.val_fill, image=route == "image")
+    device, dtype = target_device(call.nan_policy), canonical(x.dtype)
+    given = {name: canonical(aval.dtype) for name, aval in zip(call.vectors, vectors)}
+    options = dict(index_dtype=call.index_dtype, sorted=call.sorted, return_value=call.return_value,
+                   nan_policy=call.nan_policy, idx_fill=call.idx_fill, val_fill=call.val_fill)
+    if xla_launch.needs_own_launch(device, dtype, rows, width, call.k, "begin" in given):
+        _register_own_target()
+        spec = xla_launch.spec(device, dtype, rows, width, call.k, given, **options)
+        return jax.ffi.ffi_lowering(OWN_TARGET)(ctx, *operands, spec=spec)
+    launch = xla_call.kernel_call(device, dtype, rows, width, call.k, given, image=route == "image", **options)
     opaque = zlib.compress(kernel_call_proto.encode(
         launch.entry, launch.threads, launch.cluster, launch.smem, launch.compute_capability, launch.grid,
         launch.params, launch.entry, ptx=launch.ptx, image=launch.image))
@@ -121,6 +130,24 @@ def _kernel_lowering(route: str, ctx, operands, call):
     inner = ctx.replace(avals_out=[ctx.avals_out[i] for i in order])
     results = jax.ffi.ffi_lowering(TARGET)(inner, *operands, opaque=opaque)
     return [results[order.index(i)] for i in range(len(order))]
+
+
+def _register_own_target() -> None:
+    """Registers OWN_TARGET's handler with XLA, once: ``cuda/xla_launch.py`` runs each execution."""
+    global _own_registered
+    if _own_registered:
+        return
+    from ..cuda import xla_launch
+
+    def execute(frame: xla_ffi_handler.Frame) -> None:
+        xla_launch.execute(frame.attrs["spec"], frame.stream(), [b.ptr for b in frame.args],
+                           [b.ptr for b in frame.rets])
+
+    jax.ffi.register_ffi_target(OWN_TARGET, xla_ffi_handler.capsule(execute), platform="CUDA")
+    _own_registered = True
+
+
+_own_registered = False
 
 
 def target_device(nan_policy: str) -> int:

@@ -1,0 +1,186 @@
+"""XLA FFI handlers written in Python: the stable C ABI of ``xla/ffi/api/c_api.h`` through ctypes,
+for ``jax.ffi.register_ffi_target``. Framework-neutral below the capsule: a handler sees a
+``Frame`` (buffer addresses and dimensions, string attributes, the stream) and nothing of XLA.
+
+Why a Python handler: XLA's own kernel-call target (``jax_ffi.py``'s route) launches what its
+descriptor says, within limits that some plans exceed (clusters of more than 8 CTAs); a handler
+launches our kernels exactly as an eager call does, on XLA's stream, into XLA's buffers. Each
+execution runs the handler on the host (it takes the GIL), so it costs more host time than the
+kernel-call target and is kept for the calls that target cannot carry.
+
+Only the parts of the ABI used here are mirrored. Every struct starts with its size, and XLA only
+appends fields, so these prefixes stay valid across versions.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+from typing import Callable
+
+# The FFI API version these handlers are written for (XLA_FFI_API_MAJOR/MINOR of the first
+# release with the typed call frame that jax.ffi registers); XLA accepts an older minor version.
+API_VERSION = (0, 1)
+_METADATA_EXTENSION = 1  # XLA_FFI_Extension_Metadata
+_BUFFER = 1              # XLA_FFI_ArgType_BUFFER and XLA_FFI_RetType_BUFFER
+_STRING = 4              # XLA_FFI_AttrType_STRING
+_INTERNAL = 13           # XLA_FFI_Error_Code_INTERNAL
+_SIZE = ctypes.c_size_t
+_PTR = ctypes.c_void_p
+
+
+class _Extension(ctypes.Structure):
+    _fields_ = [("struct_size", _SIZE), ("type", ctypes.c_int), ("next", _PTR)]
+
+
+class _Version(ctypes.Structure):
+    _fields_ = [("struct_size", _SIZE), ("extension_start", _PTR), ("major", ctypes.c_int), ("minor", ctypes.c_int)]
+
+
+class _Metadata(ctypes.Structure):
+    _fields_ = [("struct_size", _SIZE), ("api_version", _Version), ("traits", ctypes.c_uint32)]
+
+
+class _MetadataExtension(ctypes.Structure):
+    _fields_ = [("base", _Extension), ("metadata", ctypes.POINTER(_Metadata))]
+
+
+class _Buffer(ctypes.Structure):
+    _fields_ = [("struct_size", _SIZE), ("extension_start", _PTR), ("dtype", ctypes.c_int), ("data", _PTR),
+                ("rank", ctypes.c_int64), ("dims", ctypes.POINTER(ctypes.c_int64))]
+
+
+class _Values(ctypes.Structure):
+    """XLA_FFI_Args and XLA_FFI_Rets: the same layout."""
+
+    _fields_ = [("struct_size", _SIZE), ("extension_start", _PTR), ("size", ctypes.c_int64),
+                ("types", ctypes.POINTER(ctypes.c_int)), ("items", ctypes.POINTER(_PTR))]
+
+
+class _ByteSpan(ctypes.Structure):
+    _fields_ = [("ptr", _PTR), ("len", _SIZE)]
+
+
+class _Attrs(ctypes.Structure):
+    _fields_ = [("struct_size", _SIZE), ("extension_start", _PTR), ("size", ctypes.c_int64),
+                ("types", ctypes.POINTER(ctypes.c_int)), ("names", ctypes.POINTER(ctypes.POINTER(_ByteSpan))),
+                ("attrs", ctypes.POINTER(_PTR))]
+
+
+class _ErrorCreateArgs(ctypes.Structure):
+    _fields_ = [("struct_size", _SIZE), ("extension_start", _PTR), ("message", ctypes.c_char_p),
+                ("errc", ctypes.c_int)]
+
+
+class _StreamGetArgs(ctypes.Structure):
+    _fields_ = [("struct_size", _SIZE), ("extension_start", _PTR), ("ctx", _PTR), ("stream", _PTR)]
+
+
+_ERROR_CREATE = ctypes.CFUNCTYPE(_PTR, ctypes.POINTER(_ErrorCreateArgs))
+_STREAM_GET = ctypes.CFUNCTYPE(_PTR, ctypes.POINTER(_StreamGetArgs))
+
+
+class _Api(ctypes.Structure):
+    _fields_ = [("struct_size", _SIZE), ("extension_start", _PTR), ("api_version", _Version),
+                ("internal_api", _PTR), ("error_create", _ERROR_CREATE), ("error_get_message", _PTR),
+                ("error_destroy", _PTR), ("handler_register", _PTR), ("stream_get", _STREAM_GET)]
+
+
+class _CallFrame(ctypes.Structure):
+    _fields_ = [("struct_size", _SIZE), ("extension_start", ctypes.POINTER(_Extension)),
+                ("api", ctypes.POINTER(_Api)), ("ctx", _PTR), ("stage", ctypes.c_int), ("args", _Values),
+                ("rets", _Values), ("attrs", _Attrs), ("future", _PTR)]
+
+
+_HANDLER = ctypes.CFUNCTYPE(_PTR, ctypes.POINTER(_CallFrame))
+
+
+@dataclass(frozen=True)
+class Buffer:
+    """One operand or result: its device (or host, on CPU) address and dimensions."""
+
+    ptr: int
+    shape: tuple[int, ...]
+
+
+class Frame:
+    """One execution of the custom call: ``args`` and ``rets`` (Buffers, in the custom call's
+    order), ``attrs`` (its string attributes by name) and ``stream()`` (the CUstream XLA runs it
+    on, as an int; GPU platforms only)."""
+
+    def __init__(self, frame: _CallFrame):
+        self._frame = frame
+        self.args = _buffers(frame.args, "operand")
+        self.rets = _buffers(frame.rets, "result")
+        self.attrs = _string_attrs(frame.attrs)
+
+    def stream(self) -> int:
+        get = _StreamGetArgs(ctypes.sizeof(_StreamGetArgs), None, self._frame.ctx, None)
+        error = self._frame.api.contents.stream_get(ctypes.byref(get))
+        if error:
+            raise RuntimeError("XLA's FFI did not give the call's stream")
+        return get.stream or 0
+
+
+def _buffers(values: _Values, what: str) -> list[Buffer]:
+    out = []
+    for i in range(values.size):
+        if values.types[i] != _BUFFER:
+            raise TypeError(f"{what} {i} of the custom call is not a buffer")
+        buf = ctypes.cast(values.items[i], ctypes.POINTER(_Buffer)).contents
+        out.append(Buffer(buf.data or 0, tuple(buf.dims[d] for d in range(buf.rank))))
+    return out
+
+
+def _string_attrs(attrs: _Attrs) -> dict[str, str]:
+    out = {}
+    for i in range(attrs.size):
+        if attrs.types[i] == _STRING:
+            out[_text(attrs.names[i].contents)] = _text(ctypes.cast(attrs.attrs[i], ctypes.POINTER(_ByteSpan)).contents)
+    return out
+
+
+def _text(span: _ByteSpan) -> str:
+    return ctypes.string_at(span.ptr, span.len).decode()
+
+
+def _metadata_query(frame: _CallFrame) -> bool:
+    """Answers XLA's registration query (a frame carrying the metadata extension): the API
+    version, no traits (never captured into a command buffer: each execution launches anew)."""
+    ext = frame.extension_start
+    while ext:
+        if ext.contents.type == _METADATA_EXTENSION:
+            metadata = ctypes.cast(ext, ctypes.POINTER(_MetadataExtension)).contents.metadata.contents
+            metadata.api_version.major, metadata.api_version.minor = API_VERSION
+            metadata.traits = 0
+            return True
+        ext = ctypes.cast(ext.contents.next, ctypes.POINTER(_Extension))
+    return False
+
+
+def capsule(execute: Callable[[Frame], None]):
+    """A PyCapsule of an XLA FFI handler (for ``jax.ffi.register_ffi_target``) that calls
+    ``execute(frame)`` on every execution. An exception becomes an XLA error carrying its text
+    (the computation fails with it); nothing escapes into XLA. The handler lives as long as the
+    process (it is kept here), since XLA keeps its address."""
+
+    def handler(frame_ptr):
+        frame = frame_ptr.contents
+        if _metadata_query(frame):
+            return None
+        try:
+            execute(Frame(frame))
+        except Exception as exc:  # an error for XLA to raise; never unwind through C
+            message = f"deepselect-rt: {type(exc).__name__}: {exc}".encode()
+            args = _ErrorCreateArgs(ctypes.sizeof(_ErrorCreateArgs), None, message, _INTERNAL)
+            return frame.api.contents.error_create(ctypes.byref(args))
+        return None
+
+    function = _HANDLER(handler)
+    _alive.append(function)
+    new = ctypes.pythonapi.PyCapsule_New
+    new.restype, new.argtypes = ctypes.py_object, (_PTR, ctypes.c_char_p, _PTR)
+    return new(ctypes.cast(function, _PTR), None, None)
+
+
+_alive: list = []
