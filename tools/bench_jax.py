@@ -1,13 +1,15 @@
 """jax.jit(deepselect_rt.topk) on the GPU, against the torch path and jax.jit(jax.lax.top_k):
 
 - GPU time per call inside jit: one jitted function making 2N calls minus one making N, over N
-  (wall time of blocking calls, median of alternating pairs; dispatch cancels out). Each call
+  (wall time of blocking calls, median of alternating pairs; dispatch cancels out, but where
+  XLA's launches of the custom call take longer than the kernels, the launches set the pace). Each call
   reads the same input with its own ``end`` vector, so XLA can neither merge nor hoist them.
   Against a CUDA graph of the same calls through the torch path, timed the same way with CUDA
   events (bf16 rows, int32 indices, no values, nan_policy="sentinel");
 - wall time of one blocking call, cold L2, against jax.jit(jax.lax.top_k);
 - host time per call of a jitted call (bursts without a sync inside), against
-  jax.jit(jax.lax.top_k), on a 4 x 4096 bf16 input, k = 16.
+  jax.jit(jax.lax.top_k), on a 4 x 4096 bf16 input, k = 16 (jaxlib's kernel call), and on
+  1 x 128K, k = 512 (deepselect-rt's own FFI handler).
 
     python tools/bench_jax.py [--n 16] [--json FILE]
 """
@@ -30,7 +32,7 @@ from rich.table import Table  # noqa: E402
 
 import deepselect_rt  # noqa: E402
 from deepselect_rt.bench import grid, timing  # noqa: E402
-from deepselect_rt.cuda import xla_call  # noqa: E402
+from deepselect_rt.cuda import xla_call, xla_launch  # noqa: E402
 from deepselect_rt.cli.console import console  # noqa: E402
 
 if not timing.jax_available():
@@ -68,7 +70,21 @@ def jax_gpu_us(xj, k, width) -> float:
             return (time.perf_counter() - start) * 1e6
         return wall
 
-    return paired_median(calls(N), calls(2 * N)) / N
+    short = calls(N)
+    return paired_median(short, calls(2 * N)) / N, kernel_us(short, N)
+
+
+def kernel_us(fn, calls: int) -> float:
+    """GPU time (us) of our kernels (entries named ds_*) per top-k, over the ``calls`` top-k
+    calls that one call of ``fn`` makes, from CUPTI's kernel records (torch.profiler records
+    the kernels XLA launches too)."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    spans = [e.time_range.elapsed_us() for e in prof.events() if e.name.startswith("ds_")]
+    if not spans:
+        raise SystemExit("the profile holds none of deepselect-rt's kernels")
+    return sum(spans) / calls
 
 
 def torch_gpu_us(xt, k, width) -> float:
@@ -86,7 +102,8 @@ def torch_gpu_us(xt, k, width) -> float:
         graph.replay()
         return lambda: timing.event_us(torch, graph.replay)
 
-    return paired_median(calls(N), calls(2 * N)) / N
+    short = calls(N)
+    return paired_median(short, calls(2 * N)) / N, kernel_us(short, N)
 
 
 rows_out, records = [], []
@@ -102,15 +119,19 @@ for rows, width, k in [(1, 131072, 512), (1, 1048576, 2048), (8, 1048576, 2048),
     jax.block_until_ready(peer(xj))
     wall_ours = timing.time_wall(torch, lambda: jax.block_until_ready(ours(xj)), flush, grid.ITERS)
     wall_peer = timing.time_wall(torch, lambda: jax.block_until_ready(peer(xj)), flush, grid.ITERS)
-    gpu_jax, gpu_torch = jax_gpu_us(xj, k, width), torch_gpu_us(xt, k, width)
-    launch = xla_call.kernel_call(0, "bfloat16", rows, width, k, {"end": "int32"}, index_dtype="int32", sorted=False,
-                                  return_value=False, nan_policy="sentinel", idx_fill=2**31 - 1,
-                                  val_fill=float("-inf"))  # what the GPU-time calls lowered to
+    (gpu_jax, kernel_jax), (gpu_torch, kernel_torch) = jax_gpu_us(xj, k, width), torch_gpu_us(xt, k, width)
+    if xla_launch.needs_own_launch(0, "bfloat16", rows, width, k, False):
+        route = "own handler"  # the eager plan, launched by deepselect-rt's FFI handler
+    else:  # what the GPU-time calls lowered to
+        launch = xla_call.kernel_call(0, "bfloat16", rows, width, k, {"end": "int32"}, index_dtype="int32",
+                                      sorted=False, return_value=False, nan_policy="sentinel", idx_fill=2**31 - 1,
+                                      val_fill=float("-inf"))
+        route = f"kernel call, {launch.cluster} CTAs a row"
     records.append(dict(rows=rows, width=width, k=k, gpu_us_jit=gpu_jax, gpu_us_torch_path=gpu_torch,
-                        wall_us_jit=wall_ours, wall_us_lax_top_k=wall_peer, exact=exact,
-                        jit_entry=launch.entry, jit_ctas_a_row=launch.cluster))
-    rows_out.append((f"bf16 {rows}x{width} k={k}", gpu_torch, gpu_jax, gpu_jax / gpu_torch, wall_peer, wall_ours,
-                     str(launch.cluster), "yes" if exact else "NO"))
+                        kernel_us_jit=kernel_jax, kernel_us_torch_path=kernel_torch, wall_us_jit=wall_ours,
+                        wall_us_lax_top_k=wall_peer, exact=exact, jit_route=route))
+    rows_out.append((f"bf16 {rows}x{width} k={k}", kernel_torch, kernel_jax, kernel_jax / kernel_torch, gpu_torch,
+                     gpu_jax, gpu_jax / gpu_torch, wall_peer, wall_ours, route, "yes" if exact else "NO"))
 
 x_small = jax.dlpack.from_dlpack(torch.randn(4, 4096, device="cuda").to(torch.bfloat16))
 ours_small = jax.jit(lambda a: deepselect_rt.topk(a, 16, indices_type="int32"))
@@ -119,12 +140,19 @@ host = {"jax.jit(deepselect_rt.topk) (defaults, int32 indices)": timing.per_call
         "jax.jit(jax.lax.top_k)": timing.per_call_us(lambda: peer_small(x_small), 5000),
         "deepselect_rt.topk(jax_array) (defaults, int32 indices)":
             timing.per_call_us(lambda: deepselect_rt.topk(x_small, 16, indices_type="int32"), 5000)}
+# The own handler's host time, at a shape it takes (its GPU time, ~9 us, is below the host's).
+x_long = jax.dlpack.from_dlpack(torch.randn(1, 131072, device="cuda").to(torch.bfloat16))
+ours_long = jax.jit(lambda a: deepselect_rt.topk(a, 512, indices_type="int32"))
+peer_long = jax.jit(lambda a: jax.lax.top_k(a, 512))
+host["jax.jit(deepselect_rt.topk), 1 x 128K k=512 (own handler)"] = timing.per_call_us(lambda: ours_long(x_long), 2000)
+host["jax.jit(jax.lax.top_k), 1 x 128K k=512"] = timing.per_call_us(lambda: peer_long(x_long), 2000)
 
 gpu = torch.cuda.get_device_name()
-table = Table("case", "torch path GPU us", "jit GPU us", "jit / torch", "lax.top_k wall us", "jit wall us",
-              "jit CTAs a row", "exact", title=f"jax.jit(deepselect_rt.topk), N={N} ({gpu})")
-for case, *figures, ctas, exact in rows_out:
-    table.add_row(case, *(f"{v:.3f}" if i == 2 else f"{v:.1f}" for i, v in enumerate(figures)), ctas, exact)
+table = Table("case", "torch path kernel us", "jit kernel us", "jit / torch", "torch path GPU us", "jit GPU us",
+              "jit / torch", "lax.top_k wall us", "jit wall us",
+              "jit route", "exact", title=f"jax.jit(deepselect_rt.topk), N={N} ({gpu})")
+for case, *figures, route, exact in rows_out:
+    table.add_row(case, *(f"{v:.3f}" if i in (2, 5) else f"{v:.1f}" for i, v in enumerate(figures)), route, exact)
 console().print(table)
 host_table = Table("call, bf16 4x4096 k=16", "host us per call", title=f"host time ({gpu})")
 for label, us in host.items():
