@@ -48,6 +48,7 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS, 1) DS_ENTRY(DS_PARAMS) 
     const bits_t* xrow = (const bits_t*)p.x + row * p.row_stride;
     i64 lo, hi;
     row_range(p, row, lo, hi);
+    prefetch_serving(p, row, rank, split);
     const u32 n = (u32)(hi - lo);
     const u32 m = n < k ? n : k;
 

@@ -28,6 +28,7 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS) DS_ENTRY(DS_PARAMS) {
     const bits_t* xrow = (const bits_t*)p.x + row * p.row_stride;
     i64 lo64, hi64;
     row_range(p, row, lo64, hi64);
+    prefetch_serving(p, row, 0, 1);
     const u32 lo = (u32)lo64, n = (u32)(hi64 - lo64);
 
     // The k-th largest composite of the row's [lo, lo + n).

@@ -13,6 +13,7 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS) DS_ENTRY(DS_PARAMS) {
     const u32 k = (u32)p.k;
     const u32 count = (u32)p.split * k;
     const u64* ws = (const u64*)p.workspace + (u64)row * count;
+    prefetch_serving(p, row, 0, 1);
 
     if (threadIdx.x < 3) sh.steps[threadIdx.x] = 0;
     __syncthreads();

@@ -39,6 +39,7 @@ extern "C" __global__ void __launch_bounds__(DS_THREADS, DS_MIN_CTAS) DS_ENTRY(D
     const bits_t* xrow = (const bits_t*)p.x + row * p.row_stride;
     i64 lo, hi;
     row_range(p, row, lo, hi);
+    if (DS_SPLIT != 2 && slice == 0) prefetch_serving(p, row, 0, 1);  // the CTA that writes the row
     if (DS_SPLIT) slice_of(lo, hi, split, slice);
 
     u64 thr = 0;

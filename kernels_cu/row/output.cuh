@@ -18,6 +18,27 @@ struct RowOut {
     const bits_t* x;   // the row's input, for NaN payloads
 };
 
+__device__ __forceinline__ void prefetch_l2(const void* ptr) { asm volatile("prefetch.global.L2 [%0];" ::"l"(ptr)); }
+
+// Called by the first warp of each CTA of a row at the kernel's start: warms L2 with what the
+// output write reads of the serving options after the selection (the row's k_per_row and
+// row_to_batch entries; its page-table row when rows map to table rows one to one, shared out
+// over the row's ``parts`` CTAs), so that those dependent loads do not wait on DRAM. Prefetches
+// only: no thread waits for them.
+__device__ __forceinline__ void prefetch_serving(const Params& p, i64 row, u32 part, u32 parts) {
+    const u32 lane = threadIdx.x;
+    if (lane >= 32) return;
+    if (lane == 0 && part == 0) {
+        if (p.k_per_row) prefetch_l2((const char*)p.k_per_row + row * ((p.flags & DS_F_KROW64) ? 8 : 4));
+        if (p.row_to_batch) prefetch_l2((const char*)p.row_to_batch + row * ((p.flags & DS_F_R2B64) ? 8 : 4));
+    }
+    if (p.page_table && !p.row_to_batch && row < p.batch) {
+        const char* table = (const char*)(p.page_table + row * p.page_row_stride);
+        const i64 lines = (p.max_pages * 4 + 127) / 128;
+        for (i64 line = part + (i64)parts * lane; line < lines; line += (i64)parts * 32) prefetch_l2(table + line * 128);
+    }
+}
+
 __device__ __forceinline__ RowOut row_out(const Params& p, i64 row, const bits_t* xrow, bool has_nan) {
     RowOut r;
     r.row = row;
