@@ -5,17 +5,22 @@ docs/performance.md (CUDA events, cold L2, median; graph replay under 50 us), on
   top-k followed by the transform in torch (bf16 indexer rows, int32 indices, no values);
 - per-row k: k_per_row against a fixed k (fp32 sampler rows, values, sorted).
 
-tools/bench_jax.py times the JAX route.
+With ``--flashinfer DIR`` (the FlashInfer peer kit's folder, ../shared/peers/flashinfer, whose
+run_fi.py sets FlashInfer up offline), FlashInfer's fused ``top_k_page_table_transform``
+(deterministic, ties to the lower index) is timed beside ours, and its slots checked against
+ours. tools/bench_jax.py times the JAX route.
 
-    python tools/bench_serving.py [--json FILE]
+    python tools/bench_serving.py [--json FILE] [--flashinfer DIR]
 """
 
 import json
+import sys
 
 import gpu_tool
 
 parser = gpu_tool.parser(__doc__)
 parser.add_argument("--json", metavar="FILE", help="write every figure")
+parser.add_argument("--flashinfer", metavar="DIR", help="the FlashInfer peer kit's folder: time its fused transform too")
 ARGS = gpu_tool.start("tools/bench_serving.py", parser)
 
 import torch  # noqa: E402
@@ -26,6 +31,13 @@ from deepselect_rt.bench import grid, timing  # noqa: E402
 from deepselect_rt.cli.console import console  # noqa: E402
 
 flush = torch.empty(grid.FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
+flashinfer = None
+if ARGS.flashinfer:
+    sys.path.insert(0, ARGS.flashinfer)
+    import run_fi  # noqa: E402  (the peer kit's own set-up: unpacks it, sets FlashInfer's environment)
+
+    run_fi.setup_env(torch.cuda.get_device_capability())
+    import flashinfer  # noqa: E402
 
 
 def timed(fn):
@@ -54,10 +66,27 @@ for rows, width, k in [(1, 131072, 2048), (8, 131072, 2048), (64, 131072, 2048),
         deepselect_rt.topk(x, k, **kw)
         torch.gather(table, 1, (idx // PAGE).long()) * PAGE + idx % PAGE
 
-    t = {name: timed(fn) for name, fn in (("plain", plain), ("fused", fused), ("unfused", unfused))}
+    cases = [("plain", plain), ("fused", fused), ("unfused", unfused)]
+    note = ""
+    if flashinfer is not None:
+        lengths = torch.full((rows,), width, dtype=torch.int32, device="cuda")
+
+        def peer():
+            return flashinfer.top_k_page_table_transform(x, table, lengths, k, page_size=PAGE, deterministic=True,
+                                                         tie_break=1)
+
+        fused()
+        try:
+            same = torch.equal(peer().sort(1).values, idx.sort(1).values)
+            cases.append(("flashinfer", peer))
+        except Exception as exc:  # a peer that cannot run costs its column only
+            note = f"; FlashInfer failed: {type(exc).__name__}: {exc}"[:200]
+    t = {name: timed(fn) for name, fn in cases}
+    if "flashinfer" in t:
+        note = f"; FlashInfer's fused {t['flashinfer']:.1f} us ({'same slots' if same else 'OTHER SLOTS'})"
     records.append(dict(kind="page_table", rows=rows, width=width, k=k, **t))
     rows_out.append((f"page table bf16 {rows}x{width} k={k}", t["plain"], t["fused"], t["fused"] / t["plain"],
-                     f"{t['unfused'] / t['fused']:.2f}x faster than top-k + torch transform"))
+                     f"{t['unfused'] / t['fused']:.2f}x faster than top-k + torch transform{note}"))
 
 for rows in (1, 64, 1024):
     width, k = 129280, 512
