@@ -9,9 +9,10 @@
 - wall time of one blocking call, cold L2, against jax.jit(jax.lax.top_k);
 - host time per call of a jitted call (bursts without a sync inside), against
   jax.jit(jax.lax.top_k), on a 4 x 4096 bf16 input, k = 16 (jaxlib's kernel call), and on
-  1 x 128K, k = 512 (deepselect-rt's own FFI handler).
+  1 x 16K, k = 16 (deepselect-rt's own FFI handler on an H100); measured before anything is
+  profiled.
 
-    python tools/bench_jax.py [--n 16] [--json FILE]
+    python tools/bench_jax.py [--n 16] [--json FILE] [--host-only]
 """
 
 import json
@@ -24,6 +25,7 @@ import gpu_tool
 parser = gpu_tool.parser(__doc__)
 parser.add_argument("--n", type=int, default=16, help="calls in the shorter jitted function (default 16)")
 parser.add_argument("--json", metavar="FILE", help="write every figure")
+parser.add_argument("--host-only", action="store_true", help="only the host times")
 ARGS = gpu_tool.start("tools/bench_jax.py", parser)
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
@@ -106,9 +108,26 @@ def torch_gpu_us(xt, k, width) -> float:
     return paired_median(short, calls(2 * N)) / N, kernel_us(short, N)
 
 
+# Host times first: once torch.profiler has run, CUPTI stays attached and slows every launch.
+x_small = jax.dlpack.from_dlpack(torch.randn(4, 4096, device="cuda").to(torch.bfloat16))
+ours_small = jax.jit(lambda a: deepselect_rt.topk(a, 16, indices_type="int32"))
+peer_small = jax.jit(lambda a: jax.lax.top_k(a, 16))
+host = {"jax.jit(deepselect_rt.topk) (defaults, int32 indices)": timing.per_call_us(lambda: ours_small(x_small), 5000),
+        "jax.jit(jax.lax.top_k)": timing.per_call_us(lambda: peer_small(x_small), 5000),
+        "deepselect_rt.topk(jax_array) (defaults, int32 indices)":
+            timing.per_call_us(lambda: deepselect_rt.topk(x_small, 16, indices_type="int32"), 5000)}
+# The own handler's host time, at the smallest shape it takes on an H100 (GPU time a few us).
+x_own = jax.dlpack.from_dlpack(torch.randn(1, 16384, device="cuda").to(torch.bfloat16))
+ours_own = jax.jit(lambda a: deepselect_rt.topk(a, 16, indices_type="int32"))
+peer_own = jax.jit(lambda a: jax.lax.top_k(a, 16))
+host["jax.jit(deepselect_rt.topk), 1 x 16K k=16 (own handler)"] = timing.per_call_us(lambda: ours_own(x_own), 5000)
+host["jax.jit(jax.lax.top_k), 1 x 16K k=16"] = timing.per_call_us(lambda: peer_own(x_own), 5000)
+
+
 rows_out, records = [], []
-for rows, width, k in [(1, 131072, 512), (1, 1048576, 2048), (8, 1048576, 2048), (64, 131072, 2048),
-                       (512, 131072, 2048), (64, 65536, 64)]:
+SHAPES = [(1, 131072, 512), (1, 1048576, 2048), (8, 1048576, 2048), (64, 131072, 2048), (512, 131072, 2048),
+          (64, 65536, 64)]
+for rows, width, k in [] if ARGS.host_only else SHAPES:
     xt = torch.randn(rows, width, device="cuda").to(torch.bfloat16)
     xj = jax.dlpack.from_dlpack(xt)
     ours = jax.jit(lambda a: deepselect_rt.topk(a, k, **KW)[1])
@@ -132,20 +151,6 @@ for rows, width, k in [(1, 131072, 512), (1, 1048576, 2048), (8, 1048576, 2048),
                         wall_us_lax_top_k=wall_peer, exact=exact, jit_route=route))
     rows_out.append((f"bf16 {rows}x{width} k={k}", kernel_torch, kernel_jax, kernel_jax / kernel_torch, gpu_torch,
                      gpu_jax, gpu_jax / gpu_torch, wall_peer, wall_ours, route, "yes" if exact else "NO"))
-
-x_small = jax.dlpack.from_dlpack(torch.randn(4, 4096, device="cuda").to(torch.bfloat16))
-ours_small = jax.jit(lambda a: deepselect_rt.topk(a, 16, indices_type="int32"))
-peer_small = jax.jit(lambda a: jax.lax.top_k(a, 16))
-host = {"jax.jit(deepselect_rt.topk) (defaults, int32 indices)": timing.per_call_us(lambda: ours_small(x_small), 5000),
-        "jax.jit(jax.lax.top_k)": timing.per_call_us(lambda: peer_small(x_small), 5000),
-        "deepselect_rt.topk(jax_array) (defaults, int32 indices)":
-            timing.per_call_us(lambda: deepselect_rt.topk(x_small, 16, indices_type="int32"), 5000)}
-# The own handler's host time, at a shape it takes (its GPU time, ~9 us, is below the host's).
-x_long = jax.dlpack.from_dlpack(torch.randn(1, 131072, device="cuda").to(torch.bfloat16))
-ours_long = jax.jit(lambda a: deepselect_rt.topk(a, 512, indices_type="int32"))
-peer_long = jax.jit(lambda a: jax.lax.top_k(a, 512))
-host["jax.jit(deepselect_rt.topk), 1 x 128K k=512 (own handler)"] = timing.per_call_us(lambda: ours_long(x_long), 2000)
-host["jax.jit(jax.lax.top_k), 1 x 128K k=512"] = timing.per_call_us(lambda: peer_long(x_long), 2000)
 
 gpu = torch.cuda.get_device_name()
 table = Table("case", "torch path kernel us", "jit kernel us", "jit / torch", "torch path GPU us", "jit GPU us",
