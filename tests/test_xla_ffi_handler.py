@@ -17,14 +17,14 @@ seen = []
 
 
 def _execute(frame: xla_ffi_handler.Frame) -> None:
-    seen.append((frame.attrs, [b.shape for b in frame.args], [b.shape for b in frame.rets]))
+    seen.append((frame.attrs, frame.shapes("args"), frame.shapes("rets")))
     if frame.attrs["mode"] == "fail":
         raise ValueError("the test asked for a failure")
-    a, b = frame.args
-    n = int(np.prod(a.shape))
-    first = np.ctypeslib.as_array(ctypes.cast(a.ptr, ctypes.POINTER(ctypes.c_float)), (n,))
-    second = np.ctypeslib.as_array(ctypes.cast(b.ptr, ctypes.POINTER(ctypes.c_int32)), b.shape)
-    out = np.ctypeslib.as_array(ctypes.cast(frame.rets[0].ptr, ctypes.POINTER(ctypes.c_float)), (n,))
+    (a, b), (a_shape, b_shape) = frame.args, frame.shapes("args")
+    n = int(np.prod(a_shape))
+    first = np.ctypeslib.as_array(ctypes.cast(a, ctypes.POINTER(ctypes.c_float)), (n,))
+    second = np.ctypeslib.as_array(ctypes.cast(b, ctypes.POINTER(ctypes.c_int32)), b_shape)
+    out = np.ctypeslib.as_array(ctypes.cast(frame.rets[0], ctypes.POINTER(ctypes.c_float)), (n,))
     out[:] = first * 2 + second.sum()
 
 

@@ -140,8 +140,7 @@ def _register_own_target() -> None:
     from ..cuda import xla_launch
 
     def execute(frame: xla_ffi_handler.Frame) -> None:
-        xla_launch.execute(frame.attrs["spec"], frame.stream(), [b.ptr for b in frame.args],
-                           [b.ptr for b in frame.rets])
+        xla_launch.execute(frame.attrs["spec"], frame.stream(), frame.args, frame.rets)
 
     jax.ffi.register_ffi_target(OWN_TARGET, xla_ffi_handler.capsule(execute), platform="CUDA")
     _own_registered = True

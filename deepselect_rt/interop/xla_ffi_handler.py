@@ -15,7 +15,6 @@ appends fields, so these prefixes stay valid across versions.
 from __future__ import annotations
 
 import ctypes
-from dataclasses import dataclass
 from typing import Callable
 
 # The FFI API version these handlers are written for (XLA_FFI_API_MAJOR/MINOR of the first
@@ -95,24 +94,23 @@ class _CallFrame(ctypes.Structure):
 _HANDLER = ctypes.CFUNCTYPE(_PTR, ctypes.POINTER(_CallFrame))
 
 
-@dataclass(frozen=True)
-class Buffer:
-    """One operand or result: its device (or host, on CPU) address and dimensions."""
-
-    ptr: int
-    shape: tuple[int, ...]
-
-
 class Frame:
-    """One execution of the custom call: ``args`` and ``rets`` (Buffers, in the custom call's
-    order), ``attrs`` (its string attributes by name) and ``stream()`` (the CUstream XLA runs it
-    on, as an int; GPU platforms only)."""
+    """One execution of the custom call: ``args`` and ``rets`` (the operands' and results'
+    addresses, in the custom call's order), ``attrs`` (its string attributes by name),
+    ``shapes(which)`` ("args" or "rets": their dimensions) and ``stream()`` (the CUstream XLA
+    runs it on, as an int; GPU platforms only). Only what a launch needs is read eagerly: each
+    ctypes access costs host time on every execution."""
 
     def __init__(self, frame: _CallFrame):
         self._frame = frame
-        self.args = _buffers(frame.args, "operand")
-        self.rets = _buffers(frame.rets, "result")
+        self.args = _pointers(frame.args, "operand")
+        self.rets = _pointers(frame.rets, "result")
         self.attrs = _string_attrs(frame.attrs)
+
+    def shapes(self, which: str) -> list[tuple[int, ...]]:
+        values = getattr(self._frame, which)
+        return [tuple(buf.dims[d] for d in range(buf.rank))
+                for buf in (_Buffer.from_address(values.items[i]) for i in range(values.size))]
 
     def stream(self) -> int:
         get = _StreamGetArgs(ctypes.sizeof(_StreamGetArgs), None, self._frame.ctx, None)
@@ -122,21 +120,25 @@ class Frame:
         return get.stream or 0
 
 
-def _buffers(values: _Values, what: str) -> list[Buffer]:
+_DATA = _Buffer.data.offset
+
+
+def _pointers(values: _Values, what: str) -> list[int]:
+    types, items = values.types, values.items
     out = []
     for i in range(values.size):
-        if values.types[i] != _BUFFER:
+        if types[i] != _BUFFER:
             raise TypeError(f"{what} {i} of the custom call is not a buffer")
-        buf = ctypes.cast(values.items[i], ctypes.POINTER(_Buffer)).contents
-        out.append(Buffer(buf.data or 0, tuple(buf.dims[d] for d in range(buf.rank))))
+        out.append(_PTR.from_address(items[i] + _DATA).value or 0)
     return out
 
 
 def _string_attrs(attrs: _Attrs) -> dict[str, str]:
+    types, names, values = attrs.types, attrs.names, attrs.attrs
     out = {}
     for i in range(attrs.size):
-        if attrs.types[i] == _STRING:
-            out[_text(attrs.names[i].contents)] = _text(ctypes.cast(attrs.attrs[i], ctypes.POINTER(_ByteSpan)).contents)
+        if types[i] == _STRING:
+            out[_text(names[i].contents)] = _text(_ByteSpan.from_address(values[i]))
     return out
 
 
