@@ -1,11 +1,14 @@
 """jax.jit(deepselect_rt.topk) on the GPU, against the torch path and jax.jit(jax.lax.top_k):
 
-- GPU time per call inside jit: one jitted function making 2N calls minus one making N, over N
+- time per call inside jit: one jitted function making 2N calls minus one making N, over N
   (wall time of blocking calls, median of alternating pairs; dispatch cancels out, but where
-  XLA's launches of the custom call take longer than the kernels, the launches set the pace). Each call
+  each execution's launch takes longer than its kernel, the launches set the pace). Each call
   reads the same input with its own ``end`` vector, so XLA can neither merge nor hoist them.
   Against a CUDA graph of the same calls through the torch path, timed the same way with CUDA
   events (bf16 rows, int32 indices, no values, nan_policy="sentinel");
+- kernel time: the mean duration of our kernels in those N calls as CUPTI records them
+  (torch.profiler), under jit and through the torch path: the GPU's own time; measured after
+  everything else, since CUPTI, once attached, slows every launch;
 - wall time of one blocking call, cold L2, against jax.jit(jax.lax.top_k);
 - host time per call of a jitted call (bursts without a sync inside), against
   jax.jit(jax.lax.top_k), on a 4 x 4096 bf16 input, k = 16 (jaxlib's kernel call), and on
@@ -73,7 +76,7 @@ def jax_gpu_us(xj, k, width) -> float:
         return wall
 
     short = calls(N)
-    return paired_median(short, calls(2 * N)) / N, kernel_us(short, N)
+    return paired_median(short, calls(2 * N)) / N, short
 
 
 def kernel_us(fn, calls: int) -> float:
@@ -105,7 +108,7 @@ def torch_gpu_us(xt, k, width) -> float:
         return lambda: timing.event_us(torch, graph.replay)
 
     short = calls(N)
-    return paired_median(short, calls(2 * N)) / N, kernel_us(short, N)
+    return paired_median(short, calls(2 * N)) / N, short
 
 
 # Host times first: once torch.profiler has run, CUPTI stays attached and slows every launch.
@@ -124,7 +127,7 @@ host["jax.jit(deepselect_rt.topk), 1 x 16K k=16 (own handler)"] = timing.per_cal
 host["jax.jit(jax.lax.top_k), 1 x 16K k=16"] = timing.per_call_us(lambda: peer_own(x_own), 5000)
 
 
-rows_out, records = [], []
+rows_out, records, profiles = [], [], []
 SHAPES = [(1, 131072, 512), (1, 1048576, 2048), (8, 1048576, 2048), (64, 131072, 2048), (512, 131072, 2048),
           (64, 65536, 64)]
 for rows, width, k in [] if ARGS.host_only else SHAPES:
@@ -138,7 +141,7 @@ for rows, width, k in [] if ARGS.host_only else SHAPES:
     jax.block_until_ready(peer(xj))
     wall_ours = timing.time_wall(torch, lambda: jax.block_until_ready(ours(xj)), flush, grid.ITERS)
     wall_peer = timing.time_wall(torch, lambda: jax.block_until_ready(peer(xj)), flush, grid.ITERS)
-    (gpu_jax, kernel_jax), (gpu_torch, kernel_torch) = jax_gpu_us(xj, k, width), torch_gpu_us(xt, k, width)
+    (gpu_jax, short_jax), (gpu_torch, short_torch) = jax_gpu_us(xj, k, width), torch_gpu_us(xt, k, width)
     if xla_launch.needs_own_launch(0, "bfloat16", rows, width, k, False):
         route = "own handler"  # the eager plan, launched by deepselect-rt's FFI handler
     else:  # what the GPU-time calls lowered to
@@ -147,10 +150,17 @@ for rows, width, k in [] if ARGS.host_only else SHAPES:
                                       val_fill=float("-inf"))
         route = f"kernel call, {launch.cluster} CTAs a row"
     records.append(dict(rows=rows, width=width, k=k, gpu_us_jit=gpu_jax, gpu_us_torch_path=gpu_torch,
-                        kernel_us_jit=kernel_jax, kernel_us_torch_path=kernel_torch, wall_us_jit=wall_ours,
-                        wall_us_lax_top_k=wall_peer, exact=exact, jit_route=route))
-    rows_out.append((f"bf16 {rows}x{width} k={k}", kernel_torch, kernel_jax, kernel_jax / kernel_torch, gpu_torch,
-                     gpu_jax, gpu_jax / gpu_torch, wall_peer, wall_ours, route, "yes" if exact else "NO"))
+                        wall_us_jit=wall_ours, wall_us_lax_top_k=wall_peer, exact=exact, jit_route=route))
+    profiles.append((short_jax, short_torch))
+
+# Kernel times last, for the same reason as the host times first.
+for record, (short_jax, short_torch) in zip(records, profiles):
+    record.update(kernel_us_jit=kernel_us(short_jax, N), kernel_us_torch_path=kernel_us(short_torch, N))
+for r in records:
+    rows_out.append((f"bf16 {r['rows']}x{r['width']} k={r['k']}", r["kernel_us_torch_path"], r["kernel_us_jit"],
+                     r["kernel_us_jit"] / r["kernel_us_torch_path"], r["gpu_us_torch_path"], r["gpu_us_jit"],
+                     r["gpu_us_jit"] / r["gpu_us_torch_path"], r["wall_us_lax_top_k"], r["wall_us_jit"],
+                     r["jit_route"], "yes" if r["exact"] else "NO"))
 
 gpu = torch.cuda.get_device_name()
 table = Table("case", "torch path kernel us", "jit kernel us", "jit / torch", "torch path GPU us", "jit GPU us",

@@ -4,8 +4,8 @@ it, ``interop/xla_ffi_handler.py`` decodes its frames): the eager path's plan an
 device addresses.
 
 It serves the calls whose eager plan XLA's kernel-call launcher (``xla_call.py``) cannot carry:
-thread-block clusters of more than 8 CTAs (the radix select of 16
-CTAs a row for few long rows, 1-8 rows of 1M on an H100), which that launcher never opts in to.
+thread-block clusters of more than 8 CTAs (the radix select of 16 CTAs a row for few long rows,
+1-8 rows of 1M on an H100), which that launcher never opts in to.
 Those run the very kernel an eager call runs. The price is host time: each execution enters
 Python (the handler takes the GIL) and launches through the driver as an eager repeat call does.
 """
