@@ -275,7 +275,7 @@ def test_cuda_lowering_of_plans_beyond_the_launcher_emits_our_own_target(monkeyp
     assert asked == [(2, "float32", 3, 1000, 9, True)]
     spec = re.search(r'spec = "((?:[^"\\]|\\.)*)"', calls[0]).group(1)
     spec = re.sub(r"\\([0-9A-F]{2})", lambda m: chr(int(m[1], 16)), spec)  # MLIR's escapes
-    assert json.loads(spec) == dict(device=2, dtype="float32", rows=3, width=1000, k=9, vectors=[["begin", "int32"]],
+    assert json.loads(spec) == dict(dtype="float32", rows=3, width=1000, k=9, vectors=[["begin", "int32"]],
                                     index_dtype="int32", sorted=True, return_value=True, nan_policy="propagate",
                                     idx_fill=-1, val_fill=-np.inf)
 
@@ -296,9 +296,10 @@ def test_launcher_carries_clusters_of_at_most_eight():
 
 
 def test_own_launch_repeats_with_the_new_addresses(monkeypatch):
-    """xla_launch.execute: the first execution plans through backend.run with XLA's addresses;
-    later ones repeat that launch with the new addresses; an input at another address modulo 16
-    bytes (another plan) or a repeat refused (plans changed) takes backend.run again."""
+    """xla_launch.execute: the first execution plans through backend.run with XLA's addresses, on
+    the device of XLA's stream; later ones repeat that launch with the new addresses; an input at
+    another address modulo 16 bytes (another plan), a repeat refused (plans changed) or another
+    device takes backend.run again."""
     runs, repeats = [], []
 
     def again(stream, out_idx, out_val, out_raw, inputs):
@@ -306,12 +307,14 @@ def test_own_launch_repeats_with_the_new_addresses(monkeypatch):
         return len(repeats) != 2  # the second repeat is refused
 
     monkeypatch.setattr(xla_launch.backend, "run", lambda req: runs.append(req) or again)
-    spec = xla_launch.spec(0, "bfloat16", 2, 4096, 16, {"end": "int32", "output_idx_offset": "int64"},
+    monkeypatch.setattr(xla_launch, "stream_device", lambda stream: {7: 1, 8: 1, 9: 0}[stream])
+    spec = xla_launch.spec("bfloat16", 2, 4096, 16, {"end": "int32", "output_idx_offset": "int64"},
                            index_dtype="int64", sorted=False, return_value=True, nan_policy="raise",
                            idx_fill=-1, val_fill=float("nan"))
     xla_launch.execute(spec, 7, [0x1000, 0x2000, 0x3000], [0x4000, 0x5000])
     (req,) = runs
-    assert (req.x.ptr, req.x.shape, req.x.strides, req.x.dtype) == (0x1000, (2, 4096), (4096, 1), "bfloat16")
+    assert (req.x.ptr, req.x.shape, req.x.strides, req.x.dtype, req.x.device_id) == (0x1000, (2, 4096), (4096, 1),
+                                                                                    "bfloat16", 1)
     assert req.begin is None and (req.end.ptr, req.end.dtype) == (0x2000, "int32")
     assert (req.offsets.ptr, req.offsets.dtype, req.offsets.shape) == (0x3000, "int64", (2,))
     assert (req.out_val.ptr, req.out_idx.ptr, req.out_idx.dtype, req.out_idx.shape) == (0x4000, 0x5000, "int64", (2, 16))
@@ -324,6 +327,8 @@ def test_own_launch_repeats_with_the_new_addresses(monkeypatch):
     assert len(runs) == 2 and runs[-1].x.ptr == 0x1200
     xla_launch.execute(spec, 8, [0x1208, 0x2200, 0x3200], [0x4200, 0x5200])  # 8 bytes off: planned anew
     assert len(runs) == 3 and runs[-1].x.ptr == 0x1208
+    xla_launch.execute(spec, 9, [0x1200, 0x2200, 0x3200], [0x4200, 0x5200])  # another device's stream
+    assert len(runs) == 4 and runs[-1].x.device_id == 0 and runs[-1].stream == 9
 
 
 def test_kernel_call_route_says_why_not():

@@ -126,6 +126,28 @@ def is_current(device: int) -> bool:
     return current.value == handle
 
 
+_STREAM_GET_CTX = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p))
+
+
+def stream_device(stream: int) -> int:
+    """The ordinal of the device whose primary context ``stream`` belongs to (a stream another
+    runtime hands over, e.g. XLA's). Raises RuntimeError for a stream of no device's primary
+    context."""
+    ctx = ctypes.c_void_p()
+    err = driver_function("cuStreamGetCtx", _STREAM_GET_CTX)(stream, ctypes.byref(ctx))
+    if err:
+        raise RuntimeError(f"cuStreamGetCtx failed: {error_name(err)}")
+    for device, handle in _primary_handle.items():
+        if handle == ctx.value:
+            return device
+    count = int(check(bindings().cuDeviceGetCount(), "cuDeviceGetCount"))
+    for device in range(count):
+        primary_context(device)
+        if _primary_handle[device] == ctx.value:
+            return device
+    raise RuntimeError(f"stream {stream:#x} belongs to no device's primary context")
+
+
 @contextmanager
 def on_device(device: int):
     """Run the body with ``device``'s primary context current."""

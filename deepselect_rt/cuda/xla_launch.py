@@ -17,7 +17,7 @@ import json
 from ..interop.views import TensorView
 from ..request import TopkRequest
 from . import backend
-from .driver import on_device
+from .driver import on_device, stream_device
 from .xla_call import launcher_carries
 
 # The jit call's row vectors (interop/jax.py VECTORS) -> the argument block's fields.
@@ -32,18 +32,19 @@ def needs_own_launch(device: int, dtype: str, rows: int, width: int, k: int, beg
     return not launcher_carries(rows, width, k, dtype, limits, begin)
 
 
-def spec(device: int, dtype: str, rows: int, width: int, k: int, vectors: dict, *, index_dtype: str, sorted: bool,
+def spec(dtype: str, rows: int, width: int, k: int, vectors: dict, *, index_dtype: str, sorted: bool,
          return_value: bool, nan_policy: str, idx_fill: int, val_fill: float) -> str:
-    """The call as text, the custom call's attribute: everything ``execute`` needs, so that an
-    executable from JAX's compilation cache runs in another process too. ``vectors``: the row
-    vectors given, name -> dtype, in operand order."""
-    return json.dumps(dict(device=device, dtype=dtype, rows=rows, width=width, k=k, vectors=list(vectors.items()),
+    """The call as text, the custom call's attribute: everything ``execute`` needs but the device
+    (its stream's), so that an executable from JAX's compilation cache runs in another process
+    too, and one program runs on each of several GPUs. ``vectors``: the row vectors given, name
+    -> dtype, in operand order."""
+    return json.dumps(dict(dtype=dtype, rows=rows, width=width, k=k, vectors=list(vectors.items()),
                            index_dtype=index_dtype, sorted=sorted, return_value=return_value,
                            nan_policy=nan_policy, idx_fill=idx_fill, val_fill=val_fill))
 
 
 _calls: dict[str, dict] = {}
-_launches: dict[tuple[str, int], object] = {}
+_launches: dict[tuple[str, int, int], object] = {}
 
 
 def execute(text: str, stream: int, args: list[int], rets: list[int]) -> None:
@@ -51,8 +52,9 @@ def execute(text: str, stream: int, args: list[int], rets: list[int]) -> None:
     (input, then the row vectors given), ``rets`` the results' (values when returned, then
     indices). The first execution plans and launches through ``backend.run``; later ones repeat
     that launch with the new addresses, while the input sits at the same address modulo 16 bytes
-    (the plan depends on it)."""
-    key = (text, args[0] % 16)
+    (the plan depends on it), on the device of ``stream``."""
+    device = stream_device(stream)
+    key = (text, device, args[0] % 16)
     call = _calls.get(text)
     if call is None:
         call = _calls[text] = json.loads(text)
@@ -61,13 +63,13 @@ def execute(text: str, stream: int, args: list[int], rets: list[int]) -> None:
     again = _launches.get(key)
     if again is not None and again(stream, rets[-1], out_val, 0, inputs):
         return
-    again = backend.run(_request(call, stream, args, rets))
+    again = backend.run(_request(call, device, stream, args, rets))
     if again is not None:
         _launches[key] = again
 
 
-def _request(call: dict, stream: int, args: list[int], rets: list[int]) -> TopkRequest:
-    device, dtype, rows, width, k = (call[name] for name in ("device", "dtype", "rows", "width", "k"))
+def _request(call: dict, device: int, stream: int, args: list[int], rets: list[int]) -> TopkRequest:
+    dtype, rows, width, k = (call[name] for name in ("dtype", "rows", "width", "k"))
 
     def view(ptr: int, shape: tuple, dt: str) -> TensorView:
         strides = (shape[1], 1) if len(shape) == 2 else (1,)

@@ -119,7 +119,7 @@ def _kernel_lowering(route: str, ctx, operands, call):
                    nan_policy=call.nan_policy, idx_fill=call.idx_fill, val_fill=call.val_fill)
     if xla_launch.needs_own_launch(device, dtype, rows, width, call.k, "begin" in given):
         _register_own_target()
-        spec = xla_launch.spec(device, dtype, rows, width, call.k, given, **options)
+        spec = xla_launch.spec(dtype, rows, width, call.k, given, **options)
         return jax.ffi.ffi_lowering(OWN_TARGET)(ctx, *operands, spec=spec)
     launch = xla_call.kernel_call(device, dtype, rows, width, call.k, given, image=route == "image", **options)
     opaque = zlib.compress(kernel_call_proto.encode(
