@@ -64,6 +64,10 @@ def test_run_launches_and_returns_a_repeat_launch(monkeypatch, launches):
     patched = launches[2][4]
     assert (patched.out_idx, patched.out_val, patched.x, patched.flags) == (0x4000, 0x3000, 0x1000, params.flags)
     assert again(33, out_val=0x5000) and launches[3][4].out_idx == 0x2000 and launches[3][4].out_val == 0x5000
+    assert again(44, 0x6000, 0, 0, (("x", 0x1100), ("end", 0x7000)))  # new inputs too (cuda/xla_launch.py)
+    moved = launches[4][4]
+    assert (moved.x, moved.end, moved.out_idx, moved.out_val, moved.begin) == (0x1100, 0x7000, 0x6000, 0x3000, 0)
+    assert again(22) and bytes(launches[5][4]) == bytes(params)  # the first call's block is unchanged
 
 
 def test_radix_plans_launch_one_cluster_per_row(monkeypatch, launches):
