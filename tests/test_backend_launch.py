@@ -111,3 +111,34 @@ def test_whole_path_calls_return_no_repeat_launch(monkeypatch, launches):
     assert backend.run(_request()) is None
     assert [(k, g, c) for k, g, _, c, _ in launches] == [("kernel", 6, 1), ("merge", 3, 1)]
     assert launches[0][4].workspace == launches[1][4].workspace == 0x9000
+
+
+def test_stream_device_finds_the_primary_context_of_the_stream(monkeypatch):
+    """driver.stream_device (the own XLA handler's device): the ordinal whose primary context the
+    stream's context is, retaining the devices' primary contexts as needed; an error otherwise."""
+    import ctypes
+    from types import SimpleNamespace
+
+    from deepselect_rt.cuda import driver
+
+    contexts = {0xA: 0x100, 0xB: 0x200, 0xC: 0x999}  # stream -> its context
+    primaries = {0: 0x100, 1: 0x200}
+
+    def stream_get_ctx(stream, out):
+        ctypes.cast(out, ctypes.POINTER(ctypes.c_void_p))[0] = contexts[stream]
+        return 0
+
+    retained = []
+
+    def primary_context(device):
+        retained.append(device)
+        driver._primary_handle[device] = primaries[device]
+
+    monkeypatch.setattr(driver, "_primary_handle", {})
+    monkeypatch.setattr(driver, "driver_function", lambda name, prototype: stream_get_ctx)
+    monkeypatch.setattr(driver, "primary_context", primary_context)
+    monkeypatch.setattr(driver, "bindings", lambda: SimpleNamespace(cuDeviceGetCount=lambda: (0, 2)))
+    assert driver.stream_device(0xB) == 1 and retained == [0, 1]
+    assert driver.stream_device(0xA) == 0 and retained == [0, 1]  # known now: nothing retained again
+    with pytest.raises(RuntimeError, match="belongs to no device's primary context"):
+        driver.stream_device(0xC)
