@@ -16,10 +16,19 @@ from deepselect_rt.interop import xla_ffi_handler  # noqa: E402
 seen = []
 
 
+class _Unprintable(Exception):
+    def __str__(self):
+        raise RuntimeError("no text")
+
+
 def _execute(frame: xla_ffi_handler.Frame) -> None:
     seen.append((frame.attrs, frame.shapes("args"), frame.shapes("rets")))
     if frame.attrs["mode"] == "fail":
         raise ValueError("the test asked for a failure")
+    if frame.attrs["mode"] == "interrupt":
+        raise KeyboardInterrupt
+    if frame.attrs["mode"] == "unprintable":
+        raise _Unprintable()
     (a, b), (a_shape, b_shape) = frame.args, frame.shapes("args")
     n = int(np.prod(a_shape))
     first = np.ctypeslib.as_array(ctypes.cast(a, ctypes.POINTER(ctypes.c_float)), (n,))
@@ -45,7 +54,14 @@ def test_handler_sees_buffers_shapes_and_attributes():
     assert seen == [({"mode": "ok", "note": "ü text"}, [(3, 4), (5,)], [(3, 4)])]
 
 
-def test_handler_exception_fails_the_computation_with_its_text():
+@pytest.mark.parametrize("mode, text", [("fail", "deepselect-rt: ValueError: the test asked for a failure"),
+                                        ("interrupt", "deepselect-rt: KeyboardInterrupt"),
+                                        ("unprintable", "_Unprintable \\(its message could not be formatted\\)")])
+def test_handler_exception_fails_the_computation_with_its_text(mode, text):
+    """Every exception, KeyboardInterrupt and one whose text fails included, becomes XLA's error:
+    the computation raises and the process lives on."""
     a, b = jnp.zeros((2, 2), jnp.float32), jnp.zeros(1, jnp.int32)
-    with pytest.raises(Exception, match="deepselect-rt: ValueError: the test asked for a failure"):
-        jax.block_until_ready(jax.jit(_call, static_argnums=2)(a, b, "fail"))
+    with pytest.raises(Exception, match=text):
+        jax.block_until_ready(jax.jit(_call, static_argnums=2)(a, b, mode))
+    got = jax.jit(_call, static_argnums=2)(a, b, "ok")  # the handler still works
+    np.testing.assert_array_equal(np.asarray(got), np.zeros((2, 2), np.float32))

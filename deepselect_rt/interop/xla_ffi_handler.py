@@ -75,14 +75,22 @@ class _StreamGetArgs(ctypes.Structure):
     _fields_ = [("struct_size", _SIZE), ("extension_start", _PTR), ("ctx", _PTR), ("stream", _PTR)]
 
 
+class _ErrorArgs(ctypes.Structure):
+    """XLA_FFI_Error_GetMessage_Args (``message`` is its out field); XLA_FFI_Error_Destroy_Args
+    is its prefix."""
+
+    _fields_ = [("struct_size", _SIZE), ("extension_start", _PTR), ("error", _PTR), ("message", ctypes.c_char_p)]
+
+
 _ERROR_CREATE = ctypes.CFUNCTYPE(_PTR, ctypes.POINTER(_ErrorCreateArgs))
+_ERROR_USE = ctypes.CFUNCTYPE(None, ctypes.POINTER(_ErrorArgs))
 _STREAM_GET = ctypes.CFUNCTYPE(_PTR, ctypes.POINTER(_StreamGetArgs))
 
 
 class _Api(ctypes.Structure):
     _fields_ = [("struct_size", _SIZE), ("extension_start", _PTR), ("api_version", _Version),
-                ("internal_api", _PTR), ("error_create", _ERROR_CREATE), ("error_get_message", _PTR),
-                ("error_destroy", _PTR), ("handler_register", _PTR), ("stream_get", _STREAM_GET)]
+                ("internal_api", _PTR), ("error_create", _ERROR_CREATE), ("error_get_message", _ERROR_USE),
+                ("error_destroy", _ERROR_USE), ("handler_register", _PTR), ("stream_get", _STREAM_GET)]
 
 
 class _CallFrame(ctypes.Structure):
@@ -113,10 +121,16 @@ class Frame:
                 for buf in (_Buffer.from_address(values.items[i]) for i in range(values.size))]
 
     def stream(self) -> int:
+        api = self._frame.api.contents
         get = _StreamGetArgs(ctypes.sizeof(_StreamGetArgs), None, self._frame.ctx, None)
-        error = self._frame.api.contents.stream_get(ctypes.byref(get))
+        error = api.stream_get(ctypes.byref(get))
         if error:
-            raise RuntimeError("XLA's FFI did not give the call's stream")
+            args = _ErrorArgs(ctypes.sizeof(_ErrorArgs), None, error, None)
+            api.error_get_message(ctypes.byref(args))
+            why = (args.message or b"").decode(errors="replace")
+            args.struct_size = _ErrorArgs.message.offset  # XLA_FFI_Error_Destroy_Args
+            api.error_destroy(ctypes.byref(args))
+            raise RuntimeError(f"XLA's FFI did not give the call's stream: {why}")
         return get.stream or 0
 
 
@@ -162,27 +176,39 @@ def _metadata_query(frame: _CallFrame) -> bool:
 
 def capsule(execute: Callable[[Frame], None]):
     """A PyCapsule of an XLA FFI handler (for ``jax.ffi.register_ffi_target``) that calls
-    ``execute(frame)`` on every execution. An exception becomes an XLA error carrying its text
-    (the computation fails with it); nothing escapes into XLA. The handler lives as long as the
-    process (it is kept here), since XLA keeps its address."""
+    ``execute(frame)`` on every execution. Any exception (KeyboardInterrupt included) becomes an
+    XLA error carrying its text, and the computation fails with it: nothing may unwind through
+    XLA's C frames (ctypes would return garbage as the error pointer). The handler lives as long
+    as the process (it is kept here), since XLA keeps its address."""
 
     def handler(frame_ptr):
-        frame = frame_ptr.contents
-        if _metadata_query(frame):
-            return None
         try:
-            execute(Frame(frame))
-        except Exception as exc:  # an error for XLA to raise; never unwind through C
-            message = f"deepselect-rt: {type(exc).__name__}: {exc}".encode()
-            args = _ErrorCreateArgs(ctypes.sizeof(_ErrorCreateArgs), None, message, _INTERNAL)
-            return frame.api.contents.error_create(ctypes.byref(args))
-        return None
+            frame = frame_ptr.contents
+            if not _metadata_query(frame):
+                execute(Frame(frame))
+            return None
+        except BaseException as exc:
+            return _error(frame_ptr, exc)
 
     function = _HANDLER(handler)
     _alive.append(function)
-    new = ctypes.pythonapi.PyCapsule_New
-    new.restype, new.argtypes = ctypes.py_object, (_PTR, ctypes.c_char_p, _PTR)
-    return new(ctypes.cast(function, _PTR), None, None)
+    return _CAPSULE_NEW(ctypes.cast(function, _PTR), None, None)
 
 
+def _error(frame_ptr, exc: BaseException) -> int | None:
+    """XLA's error for ``exc``, made through the frame's API."""
+    try:
+        message = f"deepselect-rt: {type(exc).__name__}: {exc}".encode(errors="replace")
+    except BaseException:  # a __str__ that fails still fails the computation, with less said
+        message = f"deepselect-rt: {type(exc).__name__} (its message could not be formatted)".encode()
+    api = frame_ptr.contents.api
+    if not api:  # a metadata query without the API: XLA then rejects the unanswered query
+        return None
+    args = _ErrorCreateArgs(ctypes.sizeof(_ErrorCreateArgs), None, message, _INTERNAL)
+    return api.contents.error_create(ctypes.byref(args))
+
+
+# A private prototype: setting argtypes on ctypes.pythonapi.PyCapsule_New would change it for
+# every user of ctypes in the process.
+_CAPSULE_NEW = ctypes.PYFUNCTYPE(ctypes.py_object, _PTR, ctypes.c_char_p, _PTR)(("PyCapsule_New", ctypes.pythonapi))
 _alive: list = []
