@@ -114,31 +114,39 @@ def test_whole_path_calls_return_no_repeat_launch(monkeypatch, launches):
 
 
 def test_stream_device_finds_the_primary_context_of_the_stream(monkeypatch):
-    """driver.stream_device (the own XLA handler's device): the ordinal whose primary context the
-    stream's context is, retaining the devices' primary contexts as needed; an error otherwise."""
+    """driver.stream_device (the own XLA handler's device): the device of the stream's context,
+    found once per context and checked to be that device's primary context; no other device's
+    context is retained; an error for a context that is not primary."""
     import ctypes
     from types import SimpleNamespace
 
     from deepselect_rt.cuda import driver
 
     contexts = {0xA: 0x100, 0xB: 0x200, 0xC: 0x999}  # stream -> its context
+    devices = {0x100: 0, 0x200: 1, 0x999: 1}  # context -> its device
     primaries = {0: 0x100, 1: 0x200}
+    current, calls, retained = [], [], []
 
     def stream_get_ctx(stream, out):
         ctypes.cast(out, ctypes.POINTER(ctypes.c_void_p))[0] = contexts[stream]
         return 0
 
-    retained = []
-
     def primary_context(device):
         retained.append(device)
         driver._primary_handle[device] = primaries[device]
 
+    fake = SimpleNamespace(
+        CUcontext=int,
+        cuCtxPushCurrent=lambda ctx: calls.append("push") or current.append(ctx) or (0,),
+        cuCtxGetDevice=lambda: calls.append("get") or (0, devices[current[-1]]),
+        cuCtxPopCurrent=lambda: calls.append("pop") or (0, current.pop()))
     monkeypatch.setattr(driver, "_primary_handle", {})
+    monkeypatch.setattr(driver, "_context_device", {})
     monkeypatch.setattr(driver, "driver_function", lambda name, prototype: stream_get_ctx)
     monkeypatch.setattr(driver, "primary_context", primary_context)
-    monkeypatch.setattr(driver, "bindings", lambda: SimpleNamespace(cuDeviceGetCount=lambda: (0, 2)))
-    assert driver.stream_device(0xB) == 1 and retained == [0, 1]
-    assert driver.stream_device(0xA) == 0 and retained == [0, 1]  # known now: nothing retained again
-    with pytest.raises(RuntimeError, match="belongs to no device's primary context"):
+    monkeypatch.setattr(driver, "bindings", lambda: fake)
+    assert driver.stream_device(0xB) == 1 and retained == [1] and calls == ["push", "get", "pop"]
+    assert driver.stream_device(0xB) == 1 and calls == ["push", "get", "pop"]  # known: no driver call
+    assert driver.stream_device(0xA) == 0 and retained == [1, 0] and not current
+    with pytest.raises(RuntimeError, match="other than its primary context"):
         driver.stream_device(0xC)

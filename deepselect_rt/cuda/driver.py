@@ -131,21 +131,29 @@ _STREAM_GET_CTX = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER
 
 def stream_device(stream: int) -> int:
     """The ordinal of the device whose primary context ``stream`` belongs to (a stream another
-    runtime hands over, e.g. XLA's). Raises RuntimeError for a stream of no device's primary
-    context."""
+    runtime hands over, e.g. XLA's): one foreign call for a context seen before. Retains no
+    other device's context. Raises RuntimeError for a stream of no device's primary context."""
     ctx = ctypes.c_void_p()
     err = driver_function("cuStreamGetCtx", _STREAM_GET_CTX)(stream, ctypes.byref(ctx))
     if err:
         raise RuntimeError(f"cuStreamGetCtx failed: {error_name(err)}")
-    for device, handle in _primary_handle.items():
-        if handle == ctx.value:
-            return device
-    count = int(check(bindings().cuDeviceGetCount(), "cuDeviceGetCount"))
-    for device in range(count):
+    device = _context_device.get(ctx.value)
+    if device is None:
+        driver = bindings()
+        check(driver.cuCtxPushCurrent(driver.CUcontext(ctx.value)), "cuCtxPushCurrent")
+        try:
+            device = int(check(driver.cuCtxGetDevice(), "cuCtxGetDevice"))
+        finally:
+            check(driver.cuCtxPopCurrent(), "cuCtxPopCurrent")
         primary_context(device)
-        if _primary_handle[device] == ctx.value:
-            return device
-    raise RuntimeError(f"stream {stream:#x} belongs to no device's primary context")
+        if _primary_handle[device] != ctx.value:
+            raise RuntimeError(f"stream {stream:#x} belongs to a context of device {device} other than its "
+                               "primary context")
+        _context_device[ctx.value] = device
+    return device
+
+
+_context_device: dict[int, int] = {}
 
 
 @contextmanager
