@@ -5,6 +5,7 @@ bindings replaced by a stand-in). The route itself runs in the GPU suite."""
 from __future__ import annotations
 
 import re
+import struct
 import zlib
 from pathlib import Path
 
@@ -265,6 +266,7 @@ def test_cuda_lowering_of_plans_beyond_the_launcher_emits_our_own_target(monkeyp
     monkeypatch.setattr(jax_ffi, "kernel_call_route", lambda: ("image", None))
     monkeypatch.setattr(jax_ffi, "target_device", lambda policy: 2)
     monkeypatch.setattr(xla_launch, "needs_own_launch", lambda *args: asked.append(args) or True)
+    monkeypatch.setattr(xla_launch, "prepare", lambda *args: asked.append(("prepare",) + args))
     f = jax.jit(lambda a, b: deepselect_rt.topk(a, 9, begin=b, sorted=True, indices_type="int32",
                                                 nan_policy="propagate", idx_oob_fill_value=-1))
     text = f.trace(jnp.zeros((3, 1000), jnp.float32), jnp.zeros(3, jnp.int32)).lower(
@@ -272,12 +274,12 @@ def test_cuda_lowering_of_plans_beyond_the_launcher_emits_our_own_target(monkeyp
     calls = [line for line in text.splitlines() if "custom_call" in line]
     assert len(calls) == 1 and f"@{jax_ffi.OWN_TARGET}(%arg0, %arg1)" in calls[0]
     assert calls[0].endswith("-> (tensor<3x9xf32>, tensor<3x9xi32>)")  # values, then indices
-    assert asked == [(2, "float32", 3, 1000, 9, True)]
+    assert asked == [(2, "float32", 3, 1000, 9, True), ("prepare", 2, "float32", 3, 1000, 9, True)]
     spec = re.search(r'spec = "((?:[^"\\]|\\.)*)"', calls[0]).group(1)
     spec = re.sub(r"\\([0-9A-F]{2})", lambda m: chr(int(m[1], 16)), spec)  # MLIR's escapes
     assert json.loads(spec) == dict(dtype="float32", rows=3, width=1000, k=9, vectors=[["begin", "int32"]],
                                     index_dtype="int32", sorted=True, return_value=True, nan_policy="propagate",
-                                    idx_fill=-1, val_fill=-np.inf)
+                                    idx_fill=-1, val_fill_bits=-0x10000000000000)  # -inf's float64 bits
 
 
 def test_launcher_carries_clusters_of_at_most_eight():
@@ -307,11 +309,12 @@ def test_own_launch_repeats_with_the_new_addresses(monkeypatch):
         return len(repeats) != 2  # the second repeat is refused
 
     monkeypatch.setattr(xla_launch.backend, "run", lambda req: runs.append(req) or again)
+    shapes = {"args": [(2, 4096), (2,), (2,)], "rets": [(2, 16), (2, 16)]}.__getitem__
     monkeypatch.setattr(xla_launch, "stream_device", lambda stream: {7: 1, 8: 1, 9: 0}[stream])
     spec = xla_launch.spec("bfloat16", 2, 4096, 16, {"end": "int32", "output_idx_offset": "int64"},
                            index_dtype="int64", sorted=False, return_value=True, nan_policy="raise",
-                           idx_fill=-1, val_fill=float("nan"))
-    xla_launch.execute(spec, 7, [0x1000, 0x2000, 0x3000], [0x4000, 0x5000])
+                           idx_fill=-1, val_fill=-float("nan"))  # a NaN's sign survives
+    xla_launch.execute(spec, 7, [0x1000, 0x2000, 0x3000], [0x4000, 0x5000], shapes)
     (req,) = runs
     assert (req.x.ptr, req.x.shape, req.x.strides, req.x.dtype, req.x.device_id) == (0x1000, (2, 4096), (4096, 1),
                                                                                     "bfloat16", 1)
@@ -319,16 +322,20 @@ def test_own_launch_repeats_with_the_new_addresses(monkeypatch):
     assert (req.offsets.ptr, req.offsets.dtype, req.offsets.shape) == (0x3000, "int64", (2,))
     assert (req.out_val.ptr, req.out_idx.ptr, req.out_idx.dtype, req.out_idx.shape) == (0x4000, 0x5000, "int64", (2, 16))
     assert (req.stream, req.k, req.nan_policy, req.return_value, req.idx_fill) == (7, 16, "raise", True, -1)
-    assert np.isnan(req.val_fill)
-    xla_launch.execute(spec, 8, [0x1100, 0x2100, 0x3100], [0x4100, 0x5100])
+    assert np.isnan(req.val_fill) and struct.pack("<d", req.val_fill) == struct.pack("<d", -np.float64("nan"))
+    xla_launch.execute(spec, 8, [0x1100, 0x2100, 0x3100], [0x4100, 0x5100], shapes)
     assert len(runs) == 1
     assert repeats[-1] == (8, 0x5100, 0x4100, 0, (("x", 0x1100), ("end", 0x2100), ("offsets", 0x3100)))
-    xla_launch.execute(spec, 8, [0x1200, 0x2200, 0x3200], [0x4200, 0x5200])  # the repeat is refused
+    xla_launch.execute(spec, 8, [0x1200, 0x2200, 0x3200], [0x4200, 0x5200], shapes)  # the repeat is refused
     assert len(runs) == 2 and runs[-1].x.ptr == 0x1200
-    xla_launch.execute(spec, 8, [0x1208, 0x2200, 0x3200], [0x4200, 0x5200])  # 8 bytes off: planned anew
+    xla_launch.execute(spec, 8, [0x1208, 0x2200, 0x3200], [0x4200, 0x5200], shapes)  # 8 bytes off: planned anew
     assert len(runs) == 3 and runs[-1].x.ptr == 0x1208
-    xla_launch.execute(spec, 9, [0x1200, 0x2200, 0x3200], [0x4200, 0x5200])  # another device's stream
+    xla_launch.execute(spec, 9, [0x1200, 0x2200, 0x3200], [0x4200, 0x5200], shapes)  # another device's stream
     assert len(runs) == 4 and runs[-1].x.device_id == 0 and runs[-1].stream == 9
+    wrong = {"args": [(2, 4096), (2,), (2,)], "rets": [(2, 16)]}.__getitem__  # values missing
+    with pytest.raises(ValueError, match="XLA passed buffers of shapes"):
+        xla_launch.execute(spec, 9, [0x1204, 0x2200, 0x3200], [0x4200], wrong)
+    assert len(runs) == 4
 
 
 def test_kernel_call_route_says_why_not():

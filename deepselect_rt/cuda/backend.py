@@ -196,21 +196,26 @@ def _raise_now(req: TopkRequest) -> None:
     nan_memory.record(req.x.device_id)[0].raise_pending()
 
 
-def _ready_for(req: TopkRequest) -> _Ready:
-    device = req.x.device_id
+def ready(device: int, dtype: str, rows: int, width: int, k: int, vectors: int) -> _Ready:
+    """The plan of a ``(rows, width)`` top-k on ``device`` whose rows span ``vectors`` 16-byte
+    vectors (``row_vectors``), its kernels loaded (compiled first on a cache miss): prepared once
+    per key and kept. Call with ``device``'s context current. Raises CompileError when a kernel
+    does not compile."""
     limits = device_limits(device)
-    rows = req.rows
-    dtype, width = req.x.dtype, req.width
-    vectors = row_vectors(dtype, width, req.x.ptr, req.x.strides[0], req.begin is not None)
-    split, how = _forced if _forced is not None else choose_split(rows, width, vectors, req.k, dtype, limits)
+    split, how = _forced if _forced is not None else choose_split(rows, width, vectors, k, dtype, limits)
     # The radix kernel's tier depends on the width; keying on the tier, not the width, keeps one
     # plan for a row that grows a column per decoding step.
     tier = radix_tier(dtype, vectors, split) if how == SPLIT_RADIX else None
-    key = (device, dtype, req.k, few_rows_tuning(rows, width, dtype, req.k, limits), split, how, tier)
-    ready = _ready.get(key)
-    if ready is None:
-        ready = _ready[key] = prepare(device, *key[1:])
-    return ready
+    key = (device, dtype, k, few_rows_tuning(rows, width, dtype, k, limits), split, how, tier)
+    prepared = _ready.get(key)
+    if prepared is None:
+        prepared = _ready[key] = prepare(device, *key[1:])
+    return prepared
+
+
+def _ready_for(req: TopkRequest) -> _Ready:
+    vectors = row_vectors(req.x.dtype, req.width, req.x.ptr, req.x.strides[0], req.begin is not None)
+    return ready(req.x.device_id, req.x.dtype, req.rows, req.width, req.k, vectors)
 
 
 def run(req: TopkRequest):

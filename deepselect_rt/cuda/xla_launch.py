@@ -13,12 +13,14 @@ Python (the handler takes the GIL) and launches through the driver as an eager r
 from __future__ import annotations
 
 import json
+import struct
 
 from ..interop.views import TensorView
 from ..request import TopkRequest
 from . import backend
 from .driver import on_device, stream_device
-from .xla_call import launcher_carries
+from .plan import row_vectors
+from .xla_call import launcher_carries, rows_aligned
 
 # The jit call's row vectors (interop/jax.py VECTORS) -> the argument block's fields.
 _FIELDS = {"begin": "begin", "end": "end", "output_idx_offset": "offsets"}
@@ -32,27 +34,40 @@ def needs_own_launch(device: int, dtype: str, rows: int, width: int, k: int, beg
     return not launcher_carries(rows, width, k, dtype, limits, begin)
 
 
+def prepare(device: int, dtype: str, rows: int, width: int, k: int, begin: bool) -> None:
+    """Compile and load, while the computation is lowered, the plan ``execute`` will launch for
+    rows on XLA's 16-byte boundaries (``xla_call.rows_aligned``), so that a kernel that does not
+    compile fails the lowering (CompileError), not a running computation, and the first
+    execution does not wait for NVRTC."""
+    with on_device(device):
+        backend.ready(device, dtype, rows, width, k, row_vectors(dtype, width, begin=not rows_aligned(dtype, width, begin)))
+
+
 def spec(dtype: str, rows: int, width: int, k: int, vectors: dict, *, index_dtype: str, sorted: bool,
          return_value: bool, nan_policy: str, idx_fill: int, val_fill: float) -> str:
     """The call as text, the custom call's attribute: everything ``execute`` needs but the device
     (its stream's), so that an executable from JAX's compilation cache runs in another process
     too, and one program runs on each of several GPUs. ``vectors``: the row vectors given, name
-    -> dtype, in operand order."""
+    -> dtype, in operand order. The fill value goes as its float64 bits (a NaN keeps its sign and
+    payload)."""
     return json.dumps(dict(dtype=dtype, rows=rows, width=width, k=k, vectors=list(vectors.items()),
                            index_dtype=index_dtype, sorted=sorted, return_value=return_value,
-                           nan_policy=nan_policy, idx_fill=idx_fill, val_fill=val_fill))
+                           nan_policy=nan_policy, idx_fill=idx_fill,
+                           val_fill_bits=struct.unpack("<q", struct.pack("<d", val_fill))[0]))
 
 
 _calls: dict[str, dict] = {}
 _launches: dict[tuple[str, int, int], object] = {}
 
 
-def execute(text: str, stream: int, args: list[int], rets: list[int]) -> None:
+def execute(text: str, stream: int, args: list[int], rets: list[int], shapes) -> None:
     """Launch the call ``text`` (``spec``) on ``stream``: ``args`` the operands' device addresses
     (input, then the row vectors given), ``rets`` the results' (values when returned, then
-    indices). The first execution plans and launches through ``backend.run``; later ones repeat
-    that launch with the new addresses, while the input sits at the same address modulo 16 bytes
-    (the plan depends on it), on the device of ``stream``."""
+    indices); ``shapes(which)``: the operands' ("args") or results' ("rets") dimensions. The
+    first execution on a device checks those against the call, plans and launches through
+    ``backend.run``; later ones repeat that launch with the new addresses, while the input sits
+    at the same address modulo 16 bytes (the plan depends on it). Raises ValueError when XLA's
+    buffers are not the call's (nothing is launched)."""
     device = stream_device(stream)
     key = (text, device, args[0] % 16)
     call = _calls.get(text)
@@ -63,9 +78,20 @@ def execute(text: str, stream: int, args: list[int], rets: list[int]) -> None:
     again = _launches.get(key)
     if again is not None and again(stream, rets[-1], out_val, 0, inputs):
         return
+    _check_buffers(call, shapes)
     again = backend.run(_request(call, device, stream, args, rets))
     if again is not None:
         _launches[key] = again
+
+
+def _check_buffers(call: dict, shapes) -> None:
+    rows, k = call["rows"], call["k"]
+    want_args = [(rows, call["width"])] + [(rows,)] * len(call["vectors"])
+    want_rets = [(rows, k)] * (2 if call["return_value"] else 1)
+    got_args, got_rets = shapes("args"), shapes("rets")
+    if got_args != want_args or got_rets != want_rets:
+        raise ValueError(f"XLA passed buffers of shapes {got_args} -> {got_rets} to a top-k planned for "
+                         f"{want_args} -> {want_rets}")
 
 
 def _request(call: dict, device: int, stream: int, args: list[int], rets: list[int]) -> TopkRequest:
@@ -76,10 +102,10 @@ def _request(call: dict, device: int, stream: int, args: list[int], rets: list[i
         return TensorView(ptr, shape, strides, dt, "cuda", device, "jax", None)
 
     vectors = {name: view(ptr, (rows,), dt) for (name, dt), ptr in zip(call["vectors"], args[1:])}
+    val_fill = struct.unpack("<d", struct.pack("<q", call["val_fill_bits"]))[0]
     return TopkRequest(
         x=view(args[0], (rows, width), dtype), k=k, begin=vectors.get("begin"), end=vectors.get("end"),
         offsets=vectors.get("output_idx_offset"), index_dtype=call["index_dtype"], sorted=call["sorted"],
         sorted_index=False, return_value=call["return_value"], nan_policy=call["nan_policy"],
-        idx_fill=call["idx_fill"], val_fill=call["val_fill"], out_idx=view(rets[-1], (rows, k), call["index_dtype"]),
+        idx_fill=call["idx_fill"], val_fill=val_fill, out_idx=view(rets[-1], (rows, k), call["index_dtype"]),
         out_val=view(rets[0], (rows, k), dtype) if call["return_value"] else None, stream=stream)
-

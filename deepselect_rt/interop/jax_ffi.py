@@ -12,14 +12,16 @@
   loads; before that, PTX, which jaxlib assembles with ptxas. A call whose eager plan that
   launcher cannot carry (clusters of more than 8 CTAs) lowers instead to deepselect-rt's own
   FFI target, ``OWN_TARGET``: a Python handler (``interop/xla_ffi_handler.py``, public FFI C
-  ABI) that launches the eager plan on XLA's stream (``cuda/xla_launch.py``). Elsewhere (no CUDA plugin, jaxlib
-  too old, no CUDA driver bindings or NVRTC for deepselect-rt, nan_policy="raise" with several
-  GPUs) the host callback serves, with a warning saying why.
+  ABI) that launches the eager plan on XLA's stream (``cuda/xla_launch.py``). Elsewhere (no
+  CUDA plugin, jaxlib too old, no CUDA driver bindings or NVRTC for deepselect-rt,
+  nan_policy="raise" with several GPUs, XLA refusing OWN_TARGET's registration) the host
+  callback serves, with a warning saying why.
 """
 
 from __future__ import annotations
 
 import re
+import threading
 import warnings
 import zlib
 
@@ -119,6 +121,7 @@ def _kernel_lowering(route: str, ctx, operands, call):
                    nan_policy=call.nan_policy, idx_fill=call.idx_fill, val_fill=call.val_fill)
     if xla_launch.needs_own_launch(device, dtype, rows, width, call.k, "begin" in given):
         _register_own_target()
+        xla_launch.prepare(device, dtype, rows, width, call.k, "begin" in given)
         spec = xla_launch.spec(dtype, rows, width, call.k, given, **options)
         return jax.ffi.ffi_lowering(OWN_TARGET)(ctx, *operands, spec=spec)
     launch = xla_call.kernel_call(device, dtype, rows, width, call.k, given, image=route == "image", **options)
@@ -133,20 +136,26 @@ def _kernel_lowering(route: str, ctx, operands, call):
 
 
 def _register_own_target() -> None:
-    """Registers OWN_TARGET's handler with XLA, once: ``cuda/xla_launch.py`` runs each execution."""
+    """Registers OWN_TARGET's handler with XLA, once (XLA refuses a second handler under the
+    name): ``cuda/xla_launch.py`` runs each execution. Raises _Unsupported when XLA refuses it."""
     global _own_registered
-    if _own_registered:
-        return
-    from ..cuda import xla_launch
+    with _own_lock:
+        if _own_registered:
+            return
+        from ..cuda import xla_launch
 
-    def execute(frame: xla_ffi_handler.Frame) -> None:
-        xla_launch.execute(frame.attrs["spec"], frame.stream(), frame.args, frame.rets)
+        def execute(frame: xla_ffi_handler.Frame) -> None:
+            xla_launch.execute(frame.attrs["spec"], frame.stream(), frame.args, frame.rets, frame.shapes)
 
-    jax.ffi.register_ffi_target(OWN_TARGET, xla_ffi_handler.capsule(execute), platform="CUDA")
-    _own_registered = True
+        try:
+            jax.ffi.register_ffi_target(OWN_TARGET, xla_ffi_handler.capsule(execute), platform="CUDA")
+        except Exception as exc:  # XLA's own error type differs between jaxlib versions
+            raise _Unsupported(f"XLA refused to register {OWN_TARGET} ({exc})") from None
+        _own_registered = True
 
 
 _own_registered = False
+_own_lock = threading.Lock()
 
 
 def target_device(nan_policy: str) -> int:
