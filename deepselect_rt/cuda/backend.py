@@ -22,8 +22,8 @@ from .plan import (DeviceLimits, Plan, choose_split, few_rows_tuning, forget_tun
 from .variants import SPLIT_CLUSTER, SPLIT_RADIX, SPLIT_WORKSPACE, with_field_args
 
 _STATIC_SMEM_LIMIT = 48 * 1024
-# The largest cluster every sm_90+ GPU accepts without opting in.
-_PORTABLE_CLUSTER = 8
+#: The largest cluster every sm_90+ GPU launches without the non-portable attribute.
+PORTABLE_CLUSTER = 8
 
 
 @dataclass(frozen=True)
@@ -128,7 +128,7 @@ def prepare(device: int, dtype: str, k: int, few_rows: bool, split: int, how: st
         kernel = _load(device, plan.variant, plan.smem)
         if plan.how not in (SPLIT_CLUSTER, SPLIT_RADIX):
             break
-        if plan.split > _PORTABLE_CLUSTER:
+        if plan.split > PORTABLE_CLUSTER:
             set_kernel_attribute(device, kernel, "CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED", 1)
         if _clusters_fit(kernel, plan):
             break

@@ -38,14 +38,13 @@ from ..dtypes import ITEMSIZE, fill_bits
 from ..jit.cache import default_cache
 from ..jit.spec import flags_of
 from . import backend, nan_memory
+from .backend import PORTABLE_CLUSTER
 from .arch import device_arch, device_info
 from .driver import on_device
 from .plan import DeviceLimits, Plan, choose_split, few_rows_tuning, radix_tier, row_vectors
 from .nvrtc import NVRTC_BARE_COMPILER, NVRTC_PTX_COMPILER
 from .variants import SPLIT_CLUSTER, SPLIT_RADIX, SPLIT_WORKSPACE
 
-#: The largest cluster every sm_90+ GPU launches without the non-portable attribute.
-PORTABLE_CLUSTER = 8
 
 BUFFER = ("buffer", 0)  # a parameter that is the next XLA buffer
 ALIGNMENT = 16  # bytes: XLA's buffer alignment that the plan of rows without begin columns takes
@@ -80,12 +79,17 @@ def rows_aligned(dtype: str, width: int, begin: bool) -> bool:
     return not begin and width * ITEMSIZE[dtype] % ALIGNMENT == 0
 
 
+def xla_row_vectors(dtype: str, width: int, begin: bool) -> int:
+    """``row_vectors`` of rows in XLA's buffers: on 16-byte boundaries where ``rows_aligned``,
+    else anywhere (one vector more)."""
+    return row_vectors(dtype, width, begin=not rows_aligned(dtype, width, begin))
+
+
 def launcher_carries(rows: int, width: int, k: int, dtype: str, limits: DeviceLimits, begin: bool) -> bool:
     """Whether this launcher can launch the eager dispatch's plan (``choose_split``) for rows
     planned as ``split_for`` plans them: no cluster of more than PORTABLE_CLUSTER CTAs. The
     others go to deepselect-rt's own FFI handler (``xla_launch.py``)."""
-    vectors = row_vectors(dtype, width, begin=not rows_aligned(dtype, width, begin))
-    split, _ = choose_split(rows, width, vectors, k, dtype, limits)
+    split, _ = choose_split(rows, width, xla_row_vectors(dtype, width, begin), k, dtype, limits)
     return not limits.clusters or split <= PORTABLE_CLUSTER
 
 
@@ -94,7 +98,7 @@ def split_for(rows: int, width: int, k: int, dtype: str, limits: DeviceLimits, b
     rows that start on XLA's 16-byte boundaries, or anywhere (one vector more) with ``begin``
     columns, within what the launcher can do: at most PORTABLE_CLUSTER CTAs a cluster (the
     radix tier chosen again for that many), no workspace split."""
-    vectors = row_vectors(dtype, width, begin=not rows_aligned(dtype, width, begin))
+    vectors = xla_row_vectors(dtype, width, begin)
     split, how = choose_split(rows, width, vectors, k, dtype, limits)
     if not limits.clusters:
         return 1, "", None
@@ -108,8 +112,8 @@ def parameters(plan: Plan, rows: int, width: int, k: int, vectors: dict, *, inde
     """The kernel's parameters for ``plan`` (kernels_cu/common/params.cuh's fields, in order):
     XLA's buffers where the call has them, the rest by value. ``vectors``: the row vectors given,
     name ("begin", "end", "output_idx_offset") -> dtype (the input's buffer asks for ALIGNMENT
-    where ``rows_aligned``); ``nan``: the NaN record's (device
-    counter, entries, call id), zeros for none."""
+    where ``rows_aligned``); ``nan``: the NaN record's (device counter, entries, call id), zeros
+    for none."""
     request = SimpleNamespace(
         sorted=sorted, index_dtype=index_dtype, return_value=return_value, nan_policy=nan_policy,
         relative=False, row_to_batch=None, k_per_row=None,  # the serving options are eager-only
@@ -118,7 +122,8 @@ def parameters(plan: Plan, rows: int, width: int, k: int, vectors: dict, *, inde
     given = lambda name: BUFFER if name in vectors else ("u64", 0)  # noqa: E731
     head, entries, call = nan
     return (
-        ("buffer", ALIGNMENT) if rows_aligned(dtype, width, "begin" in vectors) else BUFFER, ("i64", width), ("i64", rows), ("i64", width), ("i64", k),
+        ("buffer", ALIGNMENT) if rows_aligned(dtype, width, "begin" in vectors) else BUFFER,
+        ("i64", width), ("i64", rows), ("i64", width), ("i64", k),
         given("begin"), given("end"), given("output_idx_offset"),
         BUFFER, ("i64", k), BUFFER if return_value else ("u64", 0), ("i64", k if return_value else 0),
         ("i64", flags_of(request)), ("i64", idx_fill), ("u64", fill_bits(val_fill, dtype)),

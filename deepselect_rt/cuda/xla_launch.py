@@ -19,8 +19,7 @@ from ..interop.views import TensorView
 from ..request import TopkRequest
 from . import backend
 from .driver import on_device, stream_device
-from .plan import row_vectors
-from .xla_call import launcher_carries, rows_aligned
+from .xla_call import launcher_carries, xla_row_vectors
 
 # The jit call's row vectors (interop/jax.py VECTORS) -> the argument block's fields.
 _FIELDS = {"begin": "begin", "end": "end", "output_idx_offset": "offsets"}
@@ -36,11 +35,11 @@ def needs_own_launch(device: int, dtype: str, rows: int, width: int, k: int, beg
 
 def prepare(device: int, dtype: str, rows: int, width: int, k: int, begin: bool) -> None:
     """Compile and load, while the computation is lowered, the plan ``execute`` will launch for
-    rows on XLA's 16-byte boundaries (``xla_call.rows_aligned``), so that a kernel that does not
+    rows on XLA's 16-byte boundaries (``xla_call.xla_row_vectors``), so that a kernel that does not
     compile fails the lowering (CompileError), not a running computation, and the first
     execution does not wait for NVRTC."""
     with on_device(device):
-        backend.ready(device, dtype, rows, width, k, row_vectors(dtype, width, begin=not rows_aligned(dtype, width, begin)))
+        backend.ready(device, dtype, rows, width, k, xla_row_vectors(dtype, width, begin))
 
 
 def spec(dtype: str, rows: int, width: int, k: int, vectors: dict, *, index_dtype: str, sorted: bool,
@@ -73,8 +72,9 @@ def execute(text: str, stream: int, args: list[int], rets: list[int], shapes) ->
     call = _calls.get(text)
     if call is None:
         call = _calls[text] = json.loads(text)
+        call["fields"] = ("x",) + tuple(_FIELDS[name] for name, _ in call["vectors"])  # the operands' fields
     out_val = rets[0] if call["return_value"] else 0
-    inputs = (("x", args[0]),) + tuple((_FIELDS[name], ptr) for (name, _), ptr in zip(call["vectors"], args[1:]))
+    inputs = tuple(zip(call["fields"], args))
     again = _launches.get(key)
     if again is not None and again(stream, rets[-1], out_val, 0, inputs):
         return

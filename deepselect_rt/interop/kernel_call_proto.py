@@ -80,9 +80,10 @@ def encode(entry: str, threads: int, cluster: int, smem: int, compute_capability
     """The serialized ``TritonAnyKernelCall``: ``entry`` launched on ``grid`` clusters of
     ``cluster`` CTAs of ``threads`` threads with ``smem`` bytes of dynamic shared memory, one
     parameter per ``params`` item (``("buffer", d)`` for the next XLA buffer, whose address must
-    be a multiple of ``d`` bytes when ``d`` > 0; ``("i64" | "u64", value)``). The code is either ``ptx`` (jaxlib assembles it for ``compute_capability``) or
-    ``image``, machine code for exactly that compute capability (major * 10 + minor). ``name``
-    labels the call in jaxlib's errors. ValueError when neither or both are given."""
+    be a multiple of ``d`` bytes when ``d`` > 0; ``("i64" | "u64", value)``). The code is either
+    ``ptx`` (jaxlib assembles it for ``compute_capability``) or ``image``, machine code for
+    exactly that compute capability (major * 10 + minor). ``name`` labels the call in jaxlib's
+    errors. ValueError when neither or both are given."""
     if bool(ptx) == bool(image):
         raise ValueError("a kernel call carries either PTX text or a module image, exactly one of them")
     kernel = b"".join((
