@@ -61,7 +61,8 @@ def paired_median(short, long) -> float:
     return statistics.median(differences)
 
 
-def jax_gpu_us(xj, k, width) -> float:
+def jax_gpu_us(xj, k, width):
+    """(us per call in a jitted loop, the N-call function for kernel_us)."""
     ends = [jnp.full((xj.shape[0],), width, jnp.int32) for _ in range(2 * N)]  # one buffer each
 
     def calls(count):
@@ -92,7 +93,8 @@ def kernel_us(fn, calls: int) -> float:
     return sum(spans) / calls
 
 
-def torch_gpu_us(xt, k, width) -> float:
+def torch_gpu_us(xt, k, width):
+    """(us per call in a CUDA graph, the N-call replay for kernel_us)."""
     ends = [torch.full((xt.shape[0],), width, dtype=torch.int32, device="cuda") for _ in range(2 * N)]
     outs = [torch.empty(xt.shape[0], k, dtype=torch.int32, device="cuda") for _ in range(2 * N)]
 
@@ -115,9 +117,10 @@ def torch_gpu_us(xt, k, width) -> float:
 x_small = jax.dlpack.from_dlpack(torch.randn(4, 4096, device="cuda").to(torch.bfloat16))
 ours_small = jax.jit(lambda a: deepselect_rt.topk(a, 16, indices_type="int32"))
 peer_small = jax.jit(lambda a: jax.lax.top_k(a, 16))
-host = {"jax.jit(deepselect_rt.topk) (defaults, int32 indices)": timing.per_call_us(lambda: ours_small(x_small), 5000),
-        "jax.jit(jax.lax.top_k)": timing.per_call_us(lambda: peer_small(x_small), 5000),
-        "deepselect_rt.topk(jax_array) (defaults, int32 indices)":
+host = {"jax.jit(deepselect_rt.topk), 4 x 4096 k=16 (defaults, int32 indices)":
+            timing.per_call_us(lambda: ours_small(x_small), 5000),
+        "jax.jit(jax.lax.top_k), 4 x 4096 k=16": timing.per_call_us(lambda: peer_small(x_small), 5000),
+        "deepselect_rt.topk(jax_array), 4 x 4096 k=16 (defaults, int32 indices)":
             timing.per_call_us(lambda: deepselect_rt.topk(x_small, 16, indices_type="int32"), 5000)}
 # The own handler's host time, at the smallest shape it takes on an H100 (GPU time a few us).
 x_own = jax.dlpack.from_dlpack(torch.randn(1, 16384, device="cuda").to(torch.bfloat16))
@@ -154,9 +157,8 @@ for rows, width, k in [] if ARGS.host_only else SHAPES:
     profiles.append((short_jax, short_torch))
 
 # Kernel times last, for the same reason as the host times first.
-for record, (short_jax, short_torch) in zip(records, profiles):
-    record.update(kernel_us_jit=kernel_us(short_jax, N), kernel_us_torch_path=kernel_us(short_torch, N))
-for r in records:
+for r, (short_jax, short_torch) in zip(records, profiles):
+    r.update(kernel_us_jit=kernel_us(short_jax, N), kernel_us_torch_path=kernel_us(short_torch, N))
     rows_out.append((f"bf16 {r['rows']}x{r['width']} k={r['k']}", r["kernel_us_torch_path"], r["kernel_us_jit"],
                      r["kernel_us_jit"] / r["kernel_us_torch_path"], r["gpu_us_torch_path"], r["gpu_us_jit"],
                      r["gpu_us_jit"] / r["gpu_us_torch_path"], r["wall_us_lax_top_k"], r["wall_us_jit"],
@@ -169,7 +171,7 @@ table = Table("case", "torch path kernel us", "jit kernel us", "jit / torch", "t
 for case, *figures, route, exact in rows_out:
     table.add_row(case, *(f"{v:.3f}" if i in (2, 5) else f"{v:.1f}" for i, v in enumerate(figures)), route, exact)
 console().print(table)
-host_table = Table("call, bf16 4x4096 k=16", "host us per call", title=f"host time ({gpu})")
+host_table = Table("call, bf16", "host us per call", title=f"host time ({gpu})")
 for label, us in host.items():
     host_table.add_row(label, f"{us:.1f}")
 console().print(host_table)
