@@ -121,18 +121,18 @@ def topk(input, topk, sorted=False, begin=None, end=None, indices_type="int64", 
         NVRTC cannot compile (first use of a variant). RuntimeError: a CUDA driver error
         (named) while loading or launching.
     """
-    serving = dict(page_table=page_table, page_size=page_size, row_to_batch=row_to_batch, k_per_row=k_per_row,
-                   return_raw_indices=return_raw_indices, output_raw_idx=output_raw_idx)
+    serving = (page_table, page_size, row_to_batch, k_per_row, return_raw_indices, output_raw_idx)
     # torch.compile first: its tracer cannot run jax.Array's isinstance check on a tensor.
     if _torch_compiling(input):
-        _no_serving_under("torch.compile", "outside the compiled region (torch.compiler.disable)", serving)
+        _no_serving_under("torch.compile", "outside the compiled region (torch.compiler.disable)",
+                          _serving_named(serving))
         from .interop import torch_op
 
         return torch_op.topk(input, topk, sorted, begin, end, indices_type, sorted_index, output_idx, output_val,
                              output_idx_offset, idx_oob_fill_value, value_oob_fill_value, return_value,
                              abort_when_nan_found, nan_policy, stream)
     if _jax_traced(input, begin, end, output_idx_offset, output_idx, output_val):
-        _no_serving_under("jax.jit and other JAX transformations", "on concrete arrays", serving)
+        _no_serving_under("jax.jit and other JAX transformations", "on concrete arrays", _serving_named(serving))
         from .interop import jax as jax_interop
 
         return jax_interop.topk(input, topk, sorted, begin, end, indices_type, sorted_index, output_idx,
@@ -148,7 +148,9 @@ def topk(input, topk, sorted=False, begin=None, end=None, indices_type="int64", 
             return out
     return eager.topk(input, topk, sorted, begin, end, indices_type, sorted_index, output_idx, output_val,
                       output_idx_offset, idx_oob_fill_value, value_oob_fill_value, return_value,
-                      abort_when_nan_found, nan_policy, stream, **serving)
+                      abort_when_nan_found, nan_policy, stream, page_table=page_table, page_size=page_size,
+                      row_to_batch=row_to_batch, k_per_row=k_per_row, return_raw_indices=return_raw_indices,
+                      output_raw_idx=output_raw_idx)
 
 
 def ragged_topk(input, cu_seqlens, topk, sorted=False, indices_type="int64", sorted_index=False, output_idx=None,
@@ -179,24 +181,27 @@ def ragged_topk(input, cu_seqlens, topk, sorted=False, indices_type="int64", sor
         for host ``cu_seqlens`` that do not rise within ``[0, total]``, and ValueError for any
         call under ``torch.compile`` or inside a JAX transformation.
     """
-    serving = dict(page_table=page_table, page_size=page_size, row_to_batch=row_to_batch, k_per_row=k_per_row,
-                   return_raw_indices=return_raw_indices, output_raw_idx=output_raw_idx)
     if _torch_compiling(input):
         _no_serving_under("torch.compile", "outside the compiled region (torch.compiler.disable)",
-                          {"ragged_topk": True})
+                          ["ragged_topk"])
     if _jax_traced(input, cu_seqlens):
-        _no_serving_under("jax.jit and other JAX transformations", "on concrete arrays", {"ragged_topk": True})
+        _no_serving_under("jax.jit and other JAX transformations", "on concrete arrays", ["ragged_topk"])
     return eager.ragged_topk(input, cu_seqlens, topk, sorted, indices_type, sorted_index, output_idx, output_val,
                              output_idx_offset, idx_oob_fill_value, value_oob_fill_value, return_value,
-                             abort_when_nan_found, nan_policy, stream, **serving)
+                             abort_when_nan_found, nan_policy, stream, page_table=page_table, page_size=page_size,
+                             row_to_batch=row_to_batch, k_per_row=k_per_row, return_raw_indices=return_raw_indices,
+                             output_raw_idx=output_raw_idx)
 
 
-def _serving_named(options: dict) -> list[str]:
-    return [name for name, value in options.items() if value is not None and value is not False]
+_SERVING = ("page_table", "page_size", "row_to_batch", "k_per_row", "return_raw_indices", "output_raw_idx")
 
 
-def _no_serving_under(where: str, instead: str, options: dict) -> None:
-    named = _serving_named(options)
+def _serving_named(options: tuple) -> list[str]:
+    """The serving options given (names), from their values in ``_SERVING`` order."""
+    return [name for name, value in zip(_SERVING, options) if value is not None and value is not False]
+
+
+def _no_serving_under(where: str, instead: str, named: list[str]) -> None:
     if named:
         raise ValueError(f"{', '.join(named)}: not supported under {where} yet; call deepselect_rt {instead}")
 

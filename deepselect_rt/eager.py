@@ -41,8 +41,8 @@ def topk(input, topk, sorted=False, begin=None, end=None, indices_type="int64", 
     """``api.topk`` run now, on real tensors (the torch custom op's implementation calls this;
     under torch.compile ``api.topk`` goes through that op). Same arguments, results and errors."""
     serving = None
-    if any(a is not None for a in (page_table, page_size, row_to_batch, k_per_row, output_raw_idx)) or \
-            return_raw_indices is not False:
+    if (page_table is not None or page_size is not None or row_to_batch is not None or k_per_row is not None
+            or output_raw_idx is not None or return_raw_indices is not False):  # no generator: this runs every call
         serving = (page_table, page_size, row_to_batch, k_per_row, return_raw_indices, output_raw_idx)
     call_key = repeat.key(input, topk, sorted, begin, end, indices_type, sorted_index, output_idx, output_val,
                           output_idx_offset, idx_oob_fill_value, value_oob_fill_value, return_value,

@@ -10,7 +10,7 @@ framework, ordered on the launch stream).
 from __future__ import annotations
 
 import threading
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
 from ..interop.outputs import workspace
@@ -168,8 +168,11 @@ def _launch(req: TopkRequest, ready: _Ready, nan: tuple[int, int, int]):
             for field, ptr in inputs:
                 setattr(params, field, ptr)
         # is_current first: entering on_device's generator costs more than the check.
-        with nullcontext() if is_current(device) else on_device(device):
+        if is_current(device):
             launch.launch(kernel, grid, plan.threads, plan.smem, stream, params, cluster)
+        else:
+            with on_device(device):
+                launch.launch(kernel, grid, plan.threads, plan.smem, stream, params, cluster)
         return True
 
     again(req.stream)

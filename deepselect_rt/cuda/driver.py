@@ -121,7 +121,7 @@ def is_current(device: int) -> bool:
         primary_context(device)
         handle = _primary_handle[device]
     current = ctypes.c_void_p()
-    if driver_function("cuCtxGetCurrent", _CTX_GET_CURRENT)(ctypes.byref(current)):
+    if driver_function("cuCtxGetCurrent", _CTX_GET_CURRENT)(current):
         return False  # let the checked path below report the driver's error
     return current.value == handle
 

@@ -94,17 +94,17 @@ def current_stream(view: TensorView) -> int:
     return framework_stream(view.framework, view.device_id)
 
 
-_torch_stream_getter = None
+def torch_stream_getter():
+    """torch's current stream handle by CUDA device index, as a function (torch must be
+    imported): the raw getter where torch has it, ~20x cheaper than a Stream object."""
+    torch = sys.modules["torch"]
+    return getattr(torch._C, "_cuda_getCurrentRawStream", None) or (
+        lambda index: torch.cuda.current_stream(index).cuda_stream)
 
 
 def torch_current_stream(device_index: int) -> int:
     """torch's current stream handle on CUDA device ``device_index`` (torch must be imported)."""
-    global _torch_stream_getter
-    if _torch_stream_getter is None:  # looked up once: this runs on every call
-        torch = sys.modules["torch"]
-        _torch_stream_getter = getattr(torch._C, "_cuda_getCurrentRawStream", None) or (  # ~20x cheaper
-            lambda index: torch.cuda.current_stream(index).cuda_stream)
-    return _torch_stream_getter(device_index)
+    return torch_stream_getter()(device_index)
 
 
 def _buffer_on(like: TensorView, shape, dtype: str, stream: int | None):

@@ -20,7 +20,7 @@ from __future__ import annotations
 import sys
 
 from .. import nan_record
-from .outputs import torch_current_stream
+from .outputs import torch_stream_getter
 
 _MAX_ENTRIES = 1024
 _entries: dict = {}
@@ -31,6 +31,7 @@ class _Torch:
 
     def __init__(self, torch):
         self.torch = torch
+        self.stream_on = torch_stream_getter()  # looked up once: it runs every call
 
     def key(self, t):
         if type(t) is not self.torch.Tensor or not t.is_cuda:
@@ -45,9 +46,8 @@ class _Torch:
         out = self.torch.empty(shape, dtype=dtype, device=device)
         return out, out.data_ptr()
 
-    @staticmethod
-    def stream(device) -> int:
-        return torch_current_stream(device.index)
+    def stream(self, device) -> int:
+        return self.stream_on(device.index)
 
     @staticmethod
     def ordinal(device) -> int:
@@ -83,20 +83,28 @@ class _Cupy:
         return device.id
 
 
-_adapters: dict = {}
+_frameworks: dict = {}  # module name -> its adapter
+_adapters: dict = {}    # type of an argument -> its framework's adapter (one dict lookup a call)
 
 
 def _adapter(obj):
     """The adapter of ``obj``'s framework when it is one the memo serves, else None."""
-    name = type(obj).__module__.partition(".")[0]
-    adapter = _adapters.get(name)
-    if adapter is None and name in ("torch", "cupy") and name in sys.modules:
-        adapter = _adapters[name] = (_Torch if name == "torch" else _Cupy)(sys.modules[name])
+    kind = type(obj)
+    adapter = _adapters.get(kind)
+    if adapter is not None:
+        return adapter
+    name = kind.__module__.partition(".")[0]
+    if name not in ("torch", "cupy") or name not in sys.modules:
+        return None
+    adapter = _frameworks.get(name)
+    if adapter is None:
+        adapter = _frameworks[name] = (_Torch if name == "torch" else _Cupy)(sys.modules[name])
+    _adapters[kind] = adapter
     return adapter
 
 
 class _Entry:
-    __slots__ = ("again", "adapter", "shape", "device", "idx_dtype", "val_dtype", "raw", "raw_dtype")
+    __slots__ = ("again", "adapter", "shape", "device", "idx_dtype", "val_dtype", "raw", "raw_dtype", "nan_device")
 
     def __init__(self, again, adapter, shape, device, idx_dtype, val_dtype, raw, raw_dtype):
         self.again = again              # what the backend's run returned
@@ -107,6 +115,7 @@ class _Entry:
         self.val_dtype = val_dtype      # framework dtype to allocate values in, or None (caller's, or none)
         self.raw = raw                  # whether the call returns raw indices, a third output
         self.raw_dtype = raw_dtype      # framework dtype to allocate them in, or None (caller's, or none)
+        self.nan_device = ("cuda", adapter.ordinal(device))  # the NaN record's key
 
 
 def key(input, k, sorted, begin, end, indices_type, sorted_index, output_idx, output_val, offsets,
@@ -126,16 +135,19 @@ def key(input, k, sorted, begin, end, indices_type, sorted_index, output_idx, ou
         page_table, page_size, row_to_batch, k_per_row, return_raw, output_raw = serving
         tensors += (page_table, row_to_batch, k_per_row, output_raw)
         scalars += (page_size, return_raw)
+    array_key = adapter.key
     arrays = []
     for t in tensors:
         if t is None:
             arrays.append(None)
-            continue
-        t_key = adapter.key(t)
-        if t_key is None:
-            return None
-        arrays.append(t_key)
-    return (*arrays, scalars, tuple(map(type, scalars)))
+        else:
+            t_key = array_key(t)
+            if t_key is None:
+                return None
+            arrays.append(t_key)
+    arrays.append(scalars)
+    arrays.append(tuple(map(type, scalars)))
+    return tuple(arrays)
 
 
 def run(call_key, output_idx, output_val, output_raw=None):
@@ -148,8 +160,8 @@ def run(call_key, output_idx, output_val, output_raw=None):
         return None
     if entry is None:
         return None
+    nan_record.raise_pending(entry.nan_device)
     adapter, device = entry.adapter, entry.device
-    nan_record.raise_pending(("cuda", adapter.ordinal(device)))
     idx, val, raw = output_idx, output_val, output_raw
     idx_ptr = val_ptr = raw_ptr = 0
     if entry.idx_dtype is not None:
