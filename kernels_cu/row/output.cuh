@@ -14,6 +14,7 @@ struct RowOut {
     i64 kcap;          // slots at and past it are fills (k_per_row[row] clamped to [0, k])
     const int* pages;  // the row's page-table row, or null (no table, or row_to_batch out of range)
     bool paged;        // a page table was given
+    int page_shift;    // log2(page_size) when it is a power of two, else -1
     bool sentinel;     // the row held NaN and the policy is "sentinel"
     const bits_t* x;   // the row's input, for NaN payloads
 };
@@ -55,6 +56,7 @@ __device__ __forceinline__ RowOut row_out(const Params& p, i64 row, const bits_t
     }
     r.paged = p.page_table != nullptr;
     r.pages = nullptr;
+    r.page_shift = (p.page_size > 0 && (p.page_size & (p.page_size - 1)) == 0) ? __ffsll(p.page_size) - 1 : -1;
     if (r.paged) {
         const i64 b = p.row_to_batch ? load_i64(p.row_to_batch, p.flags & DS_F_R2B64, row) : row;
         if (b >= 0 && b < p.batch) r.pages = p.page_table + b * p.page_row_stride;
@@ -73,7 +75,21 @@ __device__ __forceinline__ void write_slot(const Params& p, const RowOut& r, i64
         // The raw index is the logical position; one outside the row's table is a fill (never
         // a read past the table).
         if (r.pages && raw >= 0 && raw < p.max_pages * p.page_size) {
-            const i64 page = r.pages[raw / p.page_size], within = raw % p.page_size;
+            // A 64-bit division by a runtime value costs as much as the rest of the slot's write:
+            // a shift for a power-of-two page size, 32-bit division while the position fits.
+            i64 at, within;
+            if (r.page_shift >= 0) {
+                at = raw >> r.page_shift;
+                within = raw & (p.page_size - 1);
+            } else if ((u64)raw <= 0xFFFFFFFFull) {
+                const u32 q = (u32)raw / (u32)p.page_size;
+                at = q;
+                within = (u32)raw - q * (u32)p.page_size;
+            } else {
+                at = raw / p.page_size;
+                within = raw % p.page_size;
+            }
+            const i64 page = r.pages[at];
             idx = wide ? page * p.page_size + within : (i64)(int)((u32)page * (u32)p.page_size + (u32)within);
         } else {
             valid = false;
