@@ -5,6 +5,7 @@ covered by the GPU tests."""
 
 from __future__ import annotations
 
+import ctypes
 from contextlib import nullcontext
 
 import pytest
@@ -150,3 +151,19 @@ def test_stream_device_finds_the_primary_context_of_the_stream(monkeypatch):
     assert driver.stream_device(0xA) == 0 and retained == [1, 0] and not current
     with pytest.raises(RuntimeError, match="other than its primary context"):
         driver.stream_device(0xC)
+
+
+def test_cluster_launch_configs_are_fresh_copies_with_the_cluster_attribute():
+    """Each cluster launch gets its own CUlaunchConfig (a stream set on one never reaches
+    another launch), copied from one built per shape, pointing at the cluster-size attribute."""
+    first = launch._cluster_config(12, 256, 1000, 4)
+    first.stream = 77
+    second = launch._cluster_config(12, 256, 1000, 4)
+    assert second.stream is None and ctypes.addressof(second) != ctypes.addressof(first)
+    for config in (first, second):
+        assert (list(config.grid), list(config.block), config.smem, config.num_attrs) == ([12, 1, 1], [256, 1, 1],
+                                                                                            1000, 1)
+        attr = config.attrs.contents
+        assert attr.id == 4 and list(attr.value[:3]) == [4, 1, 1]  # CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+    other = launch._cluster_config(6, 128, 0, 16)
+    assert list(other.grid) == [6, 1, 1] and list(other.attrs.contents.value[:3]) == [16, 1, 1]

@@ -12,7 +12,7 @@ import ctypes
 from ..dtypes import fill_bits
 from ..jit.spec import flags_of
 from ..request import TopkRequest
-from .driver import driver_function, error_name
+from .driver import bindings, driver_function, error_name
 
 _FIELDS = ("x", "row_stride", "rows", "width", "k", "begin", "end", "offsets", "out_idx",
            "idx_row_stride", "out_val", "val_row_stride", "flags", "idx_fill", "val_fill_bits",
@@ -66,25 +66,45 @@ class _LaunchConfig(ctypes.Structure):
 _CLUSTER_DIMENSION = 4  # CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
 _LAUNCH_EX = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(_LaunchConfig), ctypes.c_void_p, ctypes.c_void_p,
                               ctypes.c_void_p)
+_cluster_attrs: dict = {}  # cluster size -> its launch attribute, never freed (configs point at it)
+_configs: dict = {}        # (grid, threads, smem, cluster) -> a config without its stream
+_MAX_CONFIGS = 256
+_driver = None             # cuda.bindings.driver, once loaded: an import statement costs on every launch
+
+
+def _cluster_config(grid: int, threads: int, smem: int, cluster: int) -> _LaunchConfig:
+    """A fresh ``CUlaunchConfig`` for a cluster launch, copied from one built once per shape:
+    building one costs a few us, a copy a fraction of that."""
+    template = _configs.get((grid, threads, smem, cluster))
+    if template is None:
+        attr = _cluster_attrs.get(cluster)
+        if attr is None:
+            attr = _cluster_attrs.setdefault(cluster, _LaunchAttribute(_CLUSTER_DIMENSION))
+            attr.value[0], attr.value[1], attr.value[2] = cluster, 1, 1
+        if len(_configs) >= _MAX_CONFIGS:
+            _configs.clear()
+        template = _configs[grid, threads, smem, cluster] = _LaunchConfig(
+            (grid, 1, 1), (threads, 1, 1), smem, None, ctypes.pointer(attr), 1)
+    return _LaunchConfig.from_buffer_copy(template)
 
 
 def launch(kernel, grid: int, threads: int, smem: int, stream: int, params: Params, cluster: int = 1) -> None:
     """Launch ``kernel`` (a CUkernel) with the one-struct argument list on ``stream``; ``cluster``
     > 1 groups consecutive CTAs into thread-block clusters of that size. Raises RuntimeError with
     the driver's error name."""
+    global _driver
     argv = (ctypes.c_void_p * 1)(ctypes.addressof(params))
     if cluster == 1:
         # cuda.bindings' own call measured 2-3 us cheaper than a ctypes one with 11 arguments.
-        from cuda.bindings import driver
-
-        (err,) = driver.cuLaunchKernel(kernel, grid, 1, 1, threads, 1, 1, smem, stream, ctypes.addressof(argv), 0)
+        if _driver is None:
+            _driver = bindings()
+        (err,) = _driver.cuLaunchKernel(kernel, grid, 1, 1, threads, 1, 1, smem, stream, ctypes.addressof(argv), 0)
         if err:
             raise RuntimeError(f"cuLaunchKernel failed: {error_name(int(err))}")
         return
     # cuLaunchKernelEx through cuda.bindings needs a CUlaunchConfig object built per call.
-    attr = _LaunchAttribute(_CLUSTER_DIMENSION)
-    attr.value[0], attr.value[1], attr.value[2] = cluster, 1, 1
-    config = _LaunchConfig((grid, 1, 1), (threads, 1, 1), smem, stream, ctypes.pointer(attr), 1)
-    err = driver_function("cuLaunchKernelEx", _LAUNCH_EX)(ctypes.byref(config), int(kernel), argv, None)
+    config = _cluster_config(grid, threads, smem, cluster)
+    config.stream = stream
+    err = driver_function("cuLaunchKernelEx", _LAUNCH_EX)(config, int(kernel), argv, None)
     if err:
         raise RuntimeError(f"cuLaunchKernelEx failed: {error_name(err)}")
