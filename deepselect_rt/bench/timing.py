@@ -231,7 +231,8 @@ def host_overhead(calls: int = HOST_CALLS) -> HostOverhead:
     """Host time per call (``per_call_us``) over ``calls`` calls on a 4 x 4096 bfloat16 input,
     k = 16: ours with the defaults, with nan_policy="sentinel", with caller buffers, with a page
     table and per-row k, from CuPy and JAX arrays where those have a GPU and under jax.jit,
-    beside torch.topk (allocating and with ``out=``) and jax.jit(jax.lax.top_k)."""
+    beside torch.topk (allocating and with ``out=``), jax.jit(jax.lax.top_k) and the floor of
+    any call made from Python (``_floors``)."""
     import torch
 
     import deepselect_rt
@@ -268,9 +269,38 @@ def host_overhead(calls: int = HOST_CALLS) -> HostOverhead:
         calls_["ours, JAX array (int32 indices)"] = lambda: topk(xj, k, indices_type="int32")
         calls_["jax.jit(ours) (defaults, int32 indices)"] = lambda: ours_jit(xj)
         calls_["jax.jit(jax.lax.top_k)"] = lambda: top_k(xj)
+    calls_.update(_floors(torch, x, k))
     by_call = {label: per_call_us(fn, calls) for label, fn in calls_.items()}
     return HostOverhead(f"bfloat16 {rows}x{width} k={k}", calls, by_call["ours, caller buffers"],
                         by_call["torch.topk, out="], by_call)
+
+
+def _floors(torch, x, k: int) -> dict:
+    """What any call made from Python costs at least on this machine, to read our rows against:
+    one ``cuLaunchKernel`` through cuda.bindings (of the toolchain probe kernel, told to write
+    nothing) on torch's current stream, alone and after allocating two ``(rows, k)`` outputs
+    with ``torch.empty``; no checks, no bookkeeping."""
+    import ctypes
+
+    from ..cuda import driver, loader, variants
+
+    device = x.device.index or 0
+    kernel = loader.get_kernel(device, variants.PROBE)
+    args = (ctypes.c_uint64 * 2)()  # out = null, n = 0
+    argv = (ctypes.c_void_p * 2)(ctypes.addressof(args), ctypes.addressof(args) + 8)
+    argv_ptr, cu, stream = ctypes.addressof(argv), driver.bindings(), torch._C._cuda_getCurrentRawStream
+    shape, dtype = (x.shape[0], k), x.dtype
+
+    def launch():
+        cu.cuLaunchKernel(kernel, 1, 1, 1, 32, 1, 1, 0, stream(device), argv_ptr, 0)
+
+    def allocate_and_launch():
+        out = (torch.empty(shape, dtype=torch.int64, device=x.device), torch.empty(shape, dtype=dtype, device=x.device))
+        launch()
+        return out
+
+    return {"floor: one cuLaunchKernel from Python": launch,
+            "floor: two torch.empty and one cuLaunchKernel": allocate_and_launch}
 
 
 __all__ = ["require_gpu", "event_us", "time_events", "time_graph", "time_wall", "case_input", "torch_dtype", "jax_available",

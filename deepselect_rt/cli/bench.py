@@ -33,7 +33,8 @@ def register(subparsers) -> None:
                       help="input distribution(s) instead of randn (see deepselect_rt.bench.distributions)")
     grid.add_argument("--host", action="store_true",
                       help="also measure host time per call: ours (defaults, sentinel, caller buffers, CuPy, JAX, "
-                           "under jax.jit), torch.topk, jax.jit(jax.lax.top_k)")
+                           "under jax.jit), torch.topk, jax.jit(jax.lax.top_k), and the floor of any Python call "
+                           "(one kernel launch, with and without two torch.empty)")
     p.add_argument("--json", metavar="FILE", help="write the results (with date, GPU, driver, commit)")
     p.add_argument("--plot", metavar="FILE.png", help="draw TB/s against width, one panel per row count")
     p.add_argument("--from-json", metavar="FILE", help="print (and --plot) a saved run; no GPU needed")
