@@ -131,7 +131,8 @@ def topk(input, topk, sorted=False, begin=None, end=None, indices_type="int64", 
         return torch_op.topk(input, topk, sorted, begin, end, indices_type, sorted_index, output_idx, output_val,
                              output_idx_offset, idx_oob_fill_value, value_oob_fill_value, return_value,
                              abort_when_nan_found, nan_policy, stream)
-    if _jax_traced(input, begin, end, output_idx_offset, output_idx, output_val):
+    if _jax_traced(input, begin, end, output_idx_offset, output_idx, output_val, page_table, row_to_batch, k_per_row,
+                   output_raw_idx):
         _no_serving_under("jax.jit and other JAX transformations", "on concrete arrays", _serving_named(serving))
         from .interop import jax as jax_interop
 

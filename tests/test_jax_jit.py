@@ -357,6 +357,23 @@ def test_serving_options_refused_inside_transformations():
             f(x[None] if i == 2 else x)
 
 
+@pytest.mark.parametrize("option", ["page_table", "row_to_batch", "k_per_row", "output_raw_idx"])
+def test_a_traced_serving_option_with_a_concrete_input_is_refused_by_name(option):
+    """A tracer among the serving options puts the call inside the transformation too, even when
+    the input itself is a NumPy array."""
+    values = {"page_table": np.zeros((4, 2), np.int32), "row_to_batch": np.arange(4, dtype=np.int32),
+              "k_per_row": np.ones(4, np.int32), "output_raw_idx": np.zeros((4, 3), np.int32)}
+    kw = {"page_table": values["page_table"], "page_size": 8} if option in ("page_table", "row_to_batch") else {}
+    if option == "output_raw_idx":
+        kw["return_raw_indices"] = True
+
+    def call(traced):
+        return deepselect_rt.topk(_X, 3, indices_type="int32", **{**kw, option: traced})
+
+    with pytest.raises(ValueError, match=f"{option}.*not supported under jax.jit and other JAX transformations"):
+        jax.jit(call)(jnp.asarray(values[option]))
+
+
 def test_other_tensor_kinds_refused_inside_jit():
     with pytest.raises(TypeError, match="begin must be a JAX or NumPy array"):
         jax.jit(lambda a: deepselect_rt.topk(a, 2, begin=[0, 0, 0, 0], indices_type="int32"))(jnp.asarray(_X))
