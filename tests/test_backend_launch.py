@@ -167,3 +167,20 @@ def test_cluster_launch_configs_are_fresh_copies_with_the_cluster_attribute():
         assert attr.id == 4 and list(attr.value[:3]) == [4, 1, 1]  # CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
     other = launch._cluster_config(6, 128, 0, 16)
     assert list(other.grid) == [6, 1, 1] and list(other.attrs.contents.value[:3]) == [16, 1, 1]
+
+
+def test_a_cluster_config_reaches_c_as_its_address():
+    """launch() hands the config to cuLaunchKernelEx's prototype as a struct instance: C must see
+    its address, with the stream and the cluster attribute in place (memcpy stands in for the
+    driver)."""
+    libc = ctypes.CDLL(None)
+    prototype = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(launch._LaunchConfig),
+                                 ctypes.c_size_t)
+    memcpy = prototype(ctypes.cast(libc.memcpy, ctypes.c_void_p).value)
+    config = launch._cluster_config(12, 256, 1000, 16)
+    config.stream = 0x1234
+    seen = ctypes.create_string_buffer(ctypes.sizeof(config))
+    memcpy(seen, config, ctypes.sizeof(config))
+    copy = launch._LaunchConfig.from_buffer_copy(seen.raw)
+    assert seen.raw == bytes(config) and copy.stream == 0x1234
+    assert list(copy.attrs.contents.value[:3]) == [16, 1, 1]
