@@ -241,7 +241,10 @@ def _jax_traced(*objs) -> bool:
         if jax is None:  # no JAX object can exist yet
             return False
         _jax_tracer = jax.core.Tracer
-    return any(isinstance(obj, _jax_tracer) for obj in objs)
+    for obj in objs:  # a loop, not any() over a generator: this runs on every call
+        if isinstance(obj, _jax_tracer):
+            return True
+    return False
 
 
 def _jax_array(obj) -> bool:
