@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import math
 import operator
-import struct
 
 import torch
 import torch.distributed as dist
@@ -299,17 +298,12 @@ def _check_width_offsets(width_offsets, world: int, rank: int, width: int) -> li
     return bounds
 
 
-def _fill_code(value: float) -> int:
-    """A float's bits as a signed int64, so that the metadata can carry it exactly."""
-    return struct.unpack("<q", struct.pack("<d", value))[0]
-
-
 def _exchange_widths(local, width, rows, dtype, sc, dst, host, group, world: int) -> list[int]:
     """All-gather each rank's width and arguments; returns the shard boundaries. Raises the same
     ValueError on every rank where ranks disagree or an end exceeds the global width."""
     agreed = [rows, sc.k, dtypes.INPUT_DTYPES.index(dtype), dtypes.INDEX_DTYPES.index(sc.index_dtype),
               int(sc.sorted), int(sc.return_value), NAN_POLICIES.index(sc.nan_policy), -1 if dst is None else dst,
-              sc.idx_fill, _fill_code(sc.val_fill)]
+              sc.idx_fill, dtypes.double_bits(sc.val_fill)]
     mine = torch.tensor([width, *agreed, host["begin"], host["end"]], dtype=torch.int64)
     table = torch.empty(world * len(mine), dtype=torch.int64, device=local.device)
     _all_gather(table, mine.to(local.device), group)
@@ -339,7 +333,7 @@ def _spelled(name: str, values: list[int]) -> list:
     if name == "dst":
         return [None if v < 0 else v for v in values]
     if name == "value_oob_fill_value":
-        return [struct.unpack("<d", struct.pack("<q", v))[0] for v in values]
+        return [dtypes.from_double_bits(v) for v in values]
     return values
 
 

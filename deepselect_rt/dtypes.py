@@ -65,6 +65,17 @@ def numpy_dtype(name: str) -> np.dtype:
     return np.dtype(name)
 
 
+def double_bits(value: float) -> int:
+    """A float's float64 bit pattern as a signed int64: carries a fill exactly (a NaN keeps its
+    sign and payload, -0.0 stays apart from +0.0) through metadata, JSON or a hashable key."""
+    return struct.unpack("<q", struct.pack("<d", value))[0]
+
+
+def from_double_bits(bits: int) -> float:
+    """The float whose float64 bit pattern is ``bits`` (``double_bits``' inverse)."""
+    return struct.unpack("<d", struct.pack("<q", bits))[0]
+
+
 def fill_bits(value: float, dtype: str) -> int:
     """Bit pattern of ``value`` cast to input dtype ``dtype`` (-inf in bfloat16: 0xFF80), for the
     kernels' fill argument. Beyond the dtype's range it is the dtype's infinity, as a cast gives

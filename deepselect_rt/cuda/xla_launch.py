@@ -13,8 +13,8 @@ Python (the handler takes the GIL) and launches through the driver as an eager r
 from __future__ import annotations
 
 import json
-import struct
 
+from ..dtypes import double_bits, from_double_bits
 from ..interop.views import TensorView
 from ..request import TopkRequest
 from . import backend
@@ -52,7 +52,7 @@ def spec(dtype: str, rows: int, width: int, k: int, vectors: dict, *, index_dtyp
     return json.dumps(dict(dtype=dtype, rows=rows, width=width, k=k, vectors=list(vectors.items()),
                            index_dtype=index_dtype, sorted=sorted, return_value=return_value,
                            nan_policy=nan_policy, idx_fill=idx_fill,
-                           val_fill_bits=struct.unpack("<q", struct.pack("<d", val_fill))[0]))
+                           val_fill_bits=double_bits(val_fill)))
 
 
 _calls: dict[str, dict] = {}
@@ -102,7 +102,7 @@ def _request(call: dict, device: int, stream: int, args: list[int], rets: list[i
         return TensorView(ptr, shape, strides, dt, "cuda", device, "jax", None)
 
     vectors = {name: view(ptr, (rows,), dt) for (name, dt), ptr in zip(call["vectors"], args[1:])}
-    val_fill = struct.unpack("<d", struct.pack("<q", call["val_fill_bits"]))[0]
+    val_fill = from_double_bits(call["val_fill_bits"])
     return TopkRequest(
         x=view(args[0], (rows, width), dtype), k=k, begin=vectors.get("begin"), end=vectors.get("end"),
         offsets=vectors.get("output_idx_offset"), index_dtype=call["index_dtype"], sorted=call["sorted"],

@@ -24,7 +24,6 @@ Every use of JAX's private API is in ``jax_ffi.py``.
 from __future__ import annotations
 
 import functools
-import struct
 from typing import NamedTuple
 
 import jax
@@ -34,7 +33,7 @@ from jax.extend.core import Primitive
 from jax.interpreters import batching, mlir
 
 from .. import checks, eager, host, nan_record
-from ..dtypes import ITEMSIZE
+from ..dtypes import ITEMSIZE, double_bits, from_double_bits
 from ..request import TopkRequest
 from . import jax_ffi
 from .views import INDEX_DTYPES_TEXT, VALUE_DTYPES_TEXT, TensorView, abstract_view, numpy_view, view_of
@@ -87,11 +86,7 @@ class Call(NamedTuple):
 
     @property
     def val_fill(self) -> float:
-        return struct.unpack("<d", struct.pack("<q", self.val_fill_bits))[0]
-
-
-def _float_bits(value: float) -> int:
-    return struct.unpack("<q", struct.pack("<d", value))[0]
+        return from_double_bits(self.val_fill_bits)
 
 
 def topk(input, topk, sorted, begin, end, indices_type, sorted_index, output_idx, output_val, output_idx_offset,
@@ -148,7 +143,7 @@ def topk(input, topk, sorted, begin, end, indices_type, sorted_index, output_idx
         values = jnp.zeros((rows, sc.k), xs.dtype) if sc.return_value else None
         return values, jnp.zeros((rows, sc.k), index_dtype)
     call = Call(sc.k, width, sc.sorted, sc.return_value, sc.index_dtype, sc.nan_policy, sc.idx_fill,
-                _float_bits(sc.val_fill), tuple(given))
+                double_bits(sc.val_fill), tuple(given))
     outs = _differentiable_topk(call, xs, tuple(jnp.asarray(obj) for obj in given.values()))
     return (outs[0], outs[1]) if sc.return_value else (None, outs[0])
 
