@@ -16,7 +16,7 @@ from deepselect_rt.cuda import arch
 
 TOOLS = Path(__file__).resolve().parents[1] / "tools"
 GPU_TOOLS = [["read_roof.py"], ["sanitize_subset.py"], ["profile_case.py", "1", "1000", "8"], ["bench_jax.py"],
-             ["bench_serving.py"]]
+             ["bench_serving.py"], ["tune_split.py"]]
 
 
 def run(*args: str) -> subprocess.CompletedProcess:
@@ -56,7 +56,8 @@ def test_missing_inputs_one_line(args):
                                   ["read_roof.py", "--rows", "8192", "--widths", "1048576"],
                                   ["profile_case.py", "1", "1000", "8", "--dist", "bogus"],
                                   ["sanitize_subset.py", "--radix", "--batch"],
-                                  ["dist_bytes.py", "--rows", "8"]], ids=str)
+                                  ["dist_bytes.py", "--rows", "8"],
+                                  ["tune_split.py", "--ways", "cluster,bogus"]], ids=str)
 def test_bad_arguments_rejected_before_the_gpu(args):
     """Arguments the GPU tools check before looking for a GPU: a usage error, never a traceback."""
     name, *rest = args
