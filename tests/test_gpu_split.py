@@ -21,6 +21,7 @@ from deepselect_rt.dtypes import ITEMSIZE, numpy_dtype
 from gpu_helpers import NaNInputError, bits, check, random_ranges, to_device, to_host, torch_cuda
 
 pytestmark = pytest.mark.gpu
+NO_CLUSTERS = "the kernels that run here have no thread-block clusters (before sm_90, or DEEPSELECT_RT_ARCH=compute_8x)"
 
 
 def _has_clusters() -> bool:
@@ -40,7 +41,7 @@ def _radix_plans(small_cluster_only: bool = False) -> set:
 def _radix_tier(dtype: str, tier: int) -> tuple:
     """(threads, vectors) of the cluster radix select's tier; skips without clusters."""
     if not _has_clusters():
-        pytest.skip("this GPU has no thread-block clusters")
+        pytest.skip(NO_CLUSTERS)
     return RADIX_TIERS[dtype][tier]
 
 
@@ -64,7 +65,7 @@ def _no_earlier_plans():
 @pytest.fixture(params=[SPLIT_RADIX, SPLIT_CLUSTER, SPLIT_WORKSPACE])
 def how(request):
     if request.param != SPLIT_WORKSPACE and not _has_clusters():
-        pytest.skip("this GPU has no thread-block clusters")
+        pytest.skip(NO_CLUSTERS)
     return request.param
 
 
@@ -453,7 +454,7 @@ def test_radix_plans_of_several_shared_memory_sizes():
     # after a larger one once lowered the kernel's limit under it: the next launch of the
     # larger one failed with CUDA_ERROR_INVALID_VALUE.
     if not _has_clusters():
-        pytest.skip("this GPU has no thread-block clusters")
+        pytest.skip(NO_CLUSTERS)
     backend.forget_plans()  # prepare them again, in this order
     x = distributions.make("normal", 4, 70001, "bfloat16", seed=5)
     for k in (4096, 2048, 4096, 512, 4096):
@@ -464,7 +465,7 @@ def test_radix_plans_of_several_shared_memory_sizes():
 def test_radix_handles_ties_across_ctas():
     # Every element equal: the k winners are the k lowest columns, taken across CTAs.
     if not _has_clusters():
-        pytest.skip("this GPU has no thread-block clusters")
+        pytest.skip(NO_CLUSTERS)
     x = np.zeros((2, 40000), np.float32)  # 2500 columns per CTA
     x[1, 37777] = 1.0
     with backend.forced_split(16, SPLIT_RADIX):
