@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from deepselect_rt.bench import compare
 from deepselect_rt.bench import grid as bench
 from deepselect_rt.bench import samples as sample_data
 from deepselect_rt.bench import timing
@@ -266,6 +267,78 @@ def test_table_shows_small_bandwidths(capsys, tmp_path):
 def test_from_json_missing_file_fails(capsys, tmp_path):
     rc, _, err = main(capsys, "bench", "--from-json", str(tmp_path / "none.json"))
     assert rc == 2 and "--from-json" in err and "none.json" in err and "no such file" in err
+
+
+# -- a run against a baseline ---------------------------------------------------------------
+
+def scaled(dicts: list[dict], factors: dict) -> list[dict]:
+    """``dicts`` with ours_us (and its graph time) times ``factors[i]`` for the i-th result."""
+    out = []
+    for i, d in enumerate(dicts):
+        f = factors.get(i, 1.0)
+        graph = d.get("ours_graph_us")
+        out.append(dict(d, ours_us=d["ours_us"] * f, ours_graph_us=None if graph is None else graph * f))
+    return out
+
+
+def test_pair_and_slower_against_brute_force():
+    old = [bench.Result.from_dict(d) for d in crafted_results()]
+    drift = 1.10  # torch.topk 10% slower in the new run
+    new_dicts = [dict(d, torch_us=d["torch_us"] * drift,
+                      torch_graph_us=None if d.get("torch_graph_us") is None else d["torch_graph_us"] * drift)
+                 for d in scaled(crafted_results(), {0: 1.25, 3: 1.02, 5: 0.8, 7: 1.04, 24: 1.5})]
+    new = [bench.Result.from_dict(d) for d in new_dicts[1:]]  # case 0 only in the baseline
+    new.append(bench.Result(bench.Case("indexer", "bfloat16", 7, 4096, 8, "int32", False, False), 1.0, 2.0))
+    changes, only_new, only_old = compare.pair(new, old)
+    assert only_new == [new[-1].case] and only_old == [old[0].case]
+    assert [c.case for c in changes] == [r.case for r in old[1:]]
+    for c, before, after in zip(changes, old[1:], new_dicts[1:]):
+        graph = before.ours_graph_us is not None
+        assert c.graph == graph
+        key = "_graph_us" if graph else "_us"
+        assert c.ratio == pytest.approx(after["ours" + key] / getattr(before, "ours" + key))
+        assert c.torch_ratio == pytest.approx(drift)
+    # Over 1.03x: 1.5 and 1.04, slowest first; 1.02 and 0.8 are not.
+    worse = compare.slower(changes)
+    assert [c.case for c in worse] == [old[24].case, old[7].case]
+    assert [c.ratio for c in worse] == pytest.approx([1.5, 1.04])
+    assert compare.slower(changes, factor=0.5) == sorted(changes, key=lambda c: -c.ratio)
+
+
+def saved_run(tmp_path, name: str, dicts: list[dict], gpu: str = "NVIDIA H100 80GB HBM3") -> str:
+    path = tmp_path / name
+    path.write_text(json.dumps({"meta": {"gpu": gpu, "date": "2026-12-07"}, "results": dicts, "host": None}))
+    return str(path)
+
+
+def test_against_reports_slower_cases_and_exits_1(capsys, tmp_path):
+    old = saved_run(tmp_path, "old.json", crafted_results())
+    new = saved_run(tmp_path, "new.json", scaled(crafted_results(), {2: 1.2}))
+    rc, out, err = main(capsys, "bench", "--from-json", new, "--against", old)
+    assert rc == 1, err
+    label = bench.Result.from_dict(crafted_results()[2]).case.label()
+    assert "1 of 25 case(s) over 1.03x the baseline's time" in out and f"the slowest: {label} at 1.200x" in out
+    assert "different GPUs" not in out
+
+
+def test_against_an_equal_run_exits_0(capsys, tmp_path):
+    old = saved_run(tmp_path, "old.json", crafted_results())
+    new = saved_run(tmp_path, "new.json", scaled(crafted_results(), {2: 0.5}), gpu="NVIDIA H200")
+    rc, out, err = main(capsys, "bench", "--from-json", new, "--against", old)
+    assert rc == 0, err
+    assert "0 of 25 case(s) over 1.03x" in out and "different GPUs" in out and "0.500" in out
+
+
+def test_against_without_shared_cases_exits_1(capsys, tmp_path):
+    old = saved_run(tmp_path, "old.json", crafted_results()[:3])
+    new = saved_run(tmp_path, "new.json", crafted_results()[3:6])
+    rc, out, _ = main(capsys, "bench", "--from-json", new, "--against", old)
+    assert rc == 1 and "no case is in both runs" in out
+
+
+def test_against_missing_file_fails_before_the_gpu(capsys, tmp_path):
+    rc, _, err = main(capsys, "bench", "--quick", "--against", str(tmp_path / "none.json"))
+    assert rc == 2 and "--against" in err and "no such file" in err
 
 
 # -- on a GPU -----------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+from ..bench import compare
 from ..errors import BackendUnavailableError
 from .console import split_values
 
@@ -38,6 +39,10 @@ def register(subparsers) -> None:
     p.add_argument("--json", metavar="FILE", help="write the results (with date, GPU, driver, commit)")
     p.add_argument("--plot", metavar="FILE.png", help="draw TB/s against width, one panel per row count")
     p.add_argument("--from-json", metavar="FILE", help="print (and --plot) a saved run; no GPU needed")
+    p.add_argument("--against", metavar="FILE",
+                   help="compare with a saved baseline run (e.g. of the previous version, on the same GPU): "
+                        "each shared case's time new / baseline beside torch.topk's (what the machine alone "
+                        f"moved); exit 1 if a case is over {compare.SLOWER:g}x the baseline")
     p.set_defaults(handler=_bench)
 
 
@@ -115,23 +120,63 @@ def _bench(args, out, err) -> int:
         given = [o for o in ("quick", "real", "dtype", "rows", "width", "k", "dist", "host", "json")
                  if getattr(args, o)]
         if given:
-            raise ValueError(f"--from-json shows a saved run; it takes only --plot (got --{given[0]})")
+            raise ValueError(f"--from-json shows a saved run; it takes only --plot and --against "
+                             f"(got --{given[0]})")
         _check_outputs(args)
-        path = Path(args.from_json).expanduser()
-        if not path.is_file():
-            raise ValueError(f"--from-json {args.from_json!r}: no such file")
-        results, host, meta = grid.load_json(path)
+        results, host, meta = grid.load_json(_saved(args.from_json, "--from-json"))
+        baseline = grid.load_json(_saved(args.against, "--against")) if args.against else None
         _report(out, results, host, meta, args.plot)
-        return 0
+        return _compared(out, results, meta, baseline) if baseline else 0
 
     cases = _cases(args)
     _check_outputs(args)
+    baseline = grid.load_json(_saved(args.against, "--against")) if args.against else None
     timing.require_gpu("deepselect-rt bench", " `deepselect-rt bench --from-json FILE [--plot FILE.png]` "
                       "shows a saved run without one.")
-    return _run(args, cases, out, err)
+    rc, results, meta = _run(args, cases, out, err)
+    return max(rc, _compared(out, results, meta, baseline)) if baseline and results else rc
 
 
-def _run(args, cases, out, err) -> int:
+def _saved(path: str, option: str) -> Path:
+    found = Path(path).expanduser()
+    if not found.is_file():
+        raise ValueError(f"{option} {path!r}: no such file")
+    return found
+
+
+def _compared(out, results, meta, baseline) -> int:
+    """Prints the comparison of ``results`` (with ``meta``) against ``baseline`` (load_json's
+    triple); 1 when a case is slower (compare.slower) or none is shared, else 0."""
+    from rich.table import Table
+
+    old, _, old_meta = baseline
+    changes, only_new, only_old = compare.pair(results, old)
+    if not changes:
+        out.print("no case is in both runs: nothing to compare", markup=False)
+        return 1
+    gpus = {m.get("gpu") for m in (meta, old_meta)}
+    table = Table("case", "ours us", "baseline us", "new / baseline", "torch.topk new / baseline",
+                  title="against the baseline run"
+                  + "".join(f"\n{label}: " + ", ".join(str(m[k]) for k in ("gpu", "date", "commit") if m.get(k))
+                            for label, m in (("new", meta), ("baseline", old_meta))))
+    for c in sorted(changes, key=lambda c: -c.ratio):
+        table.add_row(c.case.label() + (" (graph)" if c.graph else ""), f"{c.ours_new:.1f}", f"{c.ours_old:.1f}",
+                      f"{c.ratio:.3f}", f"{c.torch_ratio:.3f}")
+    out.print(table)
+    if None not in gpus and len(gpus) > 1:
+        out.print(f"the runs are on different GPUs ({' and '.join(sorted(gpus))}): their times compare the GPUs "
+                  "as much as the code; compare two runs on one GPU", markup=False)
+    for what, cases in (("only in the new run", only_new), ("only in the baseline", only_old)):
+        if cases:
+            out.print(f"{len(cases)} case(s) {what}, not compared", markup=False)
+    worse = compare.slower(changes)
+    out.print(f"{len(worse)} of {len(changes)} case(s) over {compare.SLOWER:g}x the baseline's time"
+              + (f"; the slowest: {worse[0].case.label()} at {worse[0].ratio:.3f}x" if worse else ""), markup=False)
+    return 1 if worse else 0
+
+
+def _run(args, cases, out, err) -> tuple[int, list, dict]:
+    """Times ``cases``: (exit code, results, the run's meta)."""
     from rich.markup import escape
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -163,7 +208,7 @@ def _run(args, cases, out, err) -> int:
         out.print(f"results written to {args.json}", markup=False)
     if failed:
         err.print(f"{len(failed)} of {len(cases)} case(s) failed", highlight=False)
-    return 1 if failed or not results else 0
+    return (1 if failed or not results else 0), results, meta
 
 
 def _report(out, results, host, meta, plot_path) -> None:
