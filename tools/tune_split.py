@@ -10,7 +10,8 @@ Forced plans the device turns into another plan (a radix tier that does not hold
 cluster that does not fit) are timed once, under the plan that runs. Before it is timed, each
 plan's index set in the first, middle and last row is checked against the NumPy reference's
 (sorted=False leaves the order to the plan); a mismatch stops the tool naming the shape and plan. GPU only; prints a table last
-(rule's plan and time, the fastest plan and time, rule over fastest), --json writes every figure.
+(rule's plan and time, the fastest plan and time, rule over fastest), --json writes every figure
+(after each shape).
 """
 
 import argparse
@@ -137,7 +138,7 @@ with driver.on_device(0):
                 table.add_row(f"{rows}x{width}", str(k), e["rule"], f"{rule_us:.1f}", best, f"{e['us'][best]:.1f}",
                               f"{rule_us / e['us'][best]:.2f}")
                 console.print(f"{rows}x{width} k={k}: " + ", ".join(f"{n} {t:.1f}" for n, t in e["us"].items()))
+                if ARGS.json:  # after every shape, so that a run stopped early keeps what it timed
+                    ARGS.json.write_text(json.dumps(results, indent=1) + "\n")
             del x
-if ARGS.json:
-    ARGS.json.write_text(json.dumps(results, indent=1) + "\n")
 console.print(table)
