@@ -419,7 +419,8 @@ def check_page_positions(serving: Serving, b: np.ndarray | None, e: np.ndarray |
     if bad.any():
         i = int(np.argmax(bad))
         row = int(held[i])
-        fix = "a non-negative output_idx_offset" if low[i] < 0 else "end (or a larger table)"
+        shorter = "shorter rows in cu_seqlens" if relative else "end"
+        fix = "a non-negative output_idx_offset" if low[i] < 0 else f"{shorter} (or a larger table)"
         raise ValueError(f"row {row}'s positions [{int(low[i])}, {int(high[i])}] (its column range"
                          f"{' from begin' if relative else ''}{' plus output_idx_offset' if o is not None else ''}) "
                          f"do not fit its page table's [0, max_pages * page_size = {capacity}); pass {fix}")

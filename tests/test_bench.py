@@ -220,6 +220,10 @@ def test_results_round_trip(tmp_path):
     other.write_text('{"shapes": []}')
     with pytest.raises(ValueError, match=r'\(no "results" list\)'):
         bench.load_json(other)
+    empty = tmp_path / "empty.json"  # another tool's file with an empty "results" list
+    empty.write_text('{"meta": {}, "results": [], "host_us": {"ours": 50.0}}')
+    with pytest.raises(ValueError, match=r"\(no results and no host times\)"):
+        bench.load_json(empty)
 
 
 def test_plot_from_saved_json(capsys, tmp_path):

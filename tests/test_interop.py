@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import subprocess
 import sys
+import warnings
 import weakref
 
 import ml_dtypes
@@ -143,8 +144,15 @@ def test_torch_requires_grad_and_rejections(torch):
     with pytest.raises(ValueError, match="output_val requires grad: .* autograd would not see"):
         view_of(torch.ones(3, requires_grad=True), name="output_val", output=True)
     assert view_of(torch.ones(3), name="output_val", output=True).writable
-    with pytest.raises(TypeError, match="layout"):
+    with pytest.raises(TypeError, match=r"layout torch.sparse_coo; pass input.to_dense\(\)"):
         view_of(torch.eye(3).to_sparse(), name="input")
+    with warnings.catch_warnings():  # nested tensors are a prototype API, and torch says so
+        warnings.simplefilter("ignore")
+        nested = torch.nested.nested_tensor([torch.ones(5), torch.ones(7)])
+    with pytest.raises(TypeError, match="input is a nested tensor: .*ragged_topk"):
+        view_of(nested, name="input")
+    with pytest.raises(TypeError, match="input is a torch tensor without storage .* inside torch.vmap"):
+        torch.vmap(lambda a: view_of(a, name="input"))(torch.randn(3, 10))
     with pytest.raises(TypeError, match="resolve_neg"):
         view_of(torch.ones(2, dtype=torch.complex64).conj().imag)
 

@@ -412,6 +412,15 @@ f = jax.jit(shard_map(topk, mesh=mesh, in_specs=P("rows"), out_specs=(P("rows"),
 v, i = f(jnp.asarray(x))
 rv, ri = deepselect_rt.topk(x, 5, indices_type="int32", nan_policy="sentinel", sorted=True)
 assert np.array_equal(np.asarray(i), ri) and np.array_equal(np.asarray(v).view(np.uint32), rv.view(np.uint32))
+from jax.sharding import NamedSharding
+for spec in (P("rows"), P()):  # sharded and replicated: no one buffer outside jit
+    xs = jax.device_put(jnp.asarray(x), NamedSharding(mesh, spec))
+    try:
+        topk(xs)
+        raise SystemExit("an array on two devices was taken eagerly")
+    except ValueError as exc:
+        assert "on 2 devices" in str(exc) and "inside jax.jit" in str(exc), exc
+    assert np.array_equal(np.asarray(jax.jit(topk)(xs)[1]), ri)
 print("ok")
 """
 
@@ -419,7 +428,9 @@ print("ok")
 def test_shard_map_with_rows_sharded_matches_the_reference():
     """Rows sharded over a mesh axis (two CPU devices): each device takes its own rows, and the
     result is the reference's bit for bit. (A sharded width would give each device the top-k of
-    its own columns only: see docs/contract.md.)"""
+    its own columns only: see docs/contract.md.) An array on both devices, sharded or
+    replicated, is refused outside jit with a ValueError naming what works, and is exact
+    under jax.jit."""
     import subprocess
     import sys
 

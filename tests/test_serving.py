@@ -440,7 +440,7 @@ def test_ragged_offsets_checked_from_the_row_start():
 def test_ragged_rows_longer_than_the_table():
     flat, cu = _ragged([10, 20], 22)
     pt = table(2, 4, seed=2)
-    with pytest.raises(ValueError, match="row 1's positions"):
+    with pytest.raises(ValueError, match=r"row 1's positions .* pass shorter rows in cu_seqlens \(or a larger table\)"):
         deepselect_rt.ragged_topk(flat, cu, 3, page_table=pt, page_size=4)
     deepselect_rt.ragged_topk(flat, cu, 3, page_table=pt, page_size=5)
 

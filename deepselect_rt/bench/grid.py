@@ -259,6 +259,8 @@ def load_json(path) -> tuple[list[Result], HostOverhead | None, dict]:
             raise ValueError("no \"results\" list")
         results = [Result.from_dict(d) for d in doc["results"]]
         host = HostOverhead(**doc["host"]) if doc.get("host") else None
+        if not results and host is None:
+            raise ValueError("no results and no host times")
         return results, host, dict(doc.get("meta") or {})
     except (KeyError, TypeError, ValueError, AttributeError, json.JSONDecodeError) as exc:
         raise ValueError(f"{path}: not a file written by deepselect-rt bench --json ({exc})") from None

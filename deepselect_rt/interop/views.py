@@ -150,8 +150,11 @@ def torch_view(t, name: str, takes: str = VALUE_DTYPES_TEXT, output: bool = Fals
     dtype = _dtype_name(t.dtype)
     if dtype is None:
         raise _dtype_error(name, t.dtype, takes)
+    if t.is_nested:
+        raise TypeError(f"{name} is a nested tensor: pad its rows to one width and pass each row's end, or pass "
+                        "the rows back to back to deepselect_rt.ragged_topk")
     if t.layout is not sys.modules["torch"].strided:
-        raise TypeError(f"{name} must be a dense (strided) tensor, got layout {t.layout}")
+        raise TypeError(f"{name} must be a dense (strided) tensor, got layout {t.layout}; pass {name}.to_dense()")
     if t.is_neg():
         # A lazily negated view (e.g. ``x.conj().imag``): data_ptr holds the un-negated values.
         raise TypeError(f"{name} is a lazily negated torch view; pass {name}.resolve_neg()")
@@ -166,8 +169,12 @@ def torch_view(t, name: str, takes: str = VALUE_DTYPES_TEXT, output: bool = Fals
     else:
         device = t.device
         device_type, device_id = device.type, device.index or 0
-    return TensorView(t.data_ptr(), tuple(t.shape), t.stride(), dtype, device_type, device_id,
-                      "torch", t)
+    try:
+        ptr = t.data_ptr()
+    except RuntimeError as exc:  # no storage: a functorch batched tensor, a subclass without data
+        raise TypeError(f"{name} is a torch tensor without storage ({exc}), as inside torch.vmap: pass the batch "
+                        "as rows of one call instead") from exc
+    return TensorView(ptr, tuple(t.shape), t.stride(), dtype, device_type, device_id, "torch", t)
 
 
 def numpy_view(a: np.ndarray, name: str, takes: str = VALUE_DTYPES_TEXT) -> TensorView:
@@ -188,7 +195,12 @@ def numpy_view(a: np.ndarray, name: str, takes: str = VALUE_DTYPES_TEXT) -> Tens
 
 def _dlpack_view(obj, name: str, stream: int | None, takes: str) -> TensorView:
     framework = _framework_of(obj)
-    device_code, device_id = (int(x) for x in obj.__dlpack_device__())
+    if framework == "jax":
+        _check_one_device(obj, name)
+    try:
+        device_code, device_id = (int(x) for x in obj.__dlpack_device__())
+    except BufferError as exc:
+        raise TypeError(f"{name}: {type(obj).__qualname__} refused a DLPack export: {exc}") from exc
     if stream is None and dlpack.takes_stream(device_code):
         stream = framework_stream(framework, device_id)
     try:
@@ -226,6 +238,16 @@ def _dtype_error(name: str, dtype, takes: str) -> TypeError:
     # "float64", not "torch.float64": the same name whichever framework the input comes from.
     shown = str(dtype).removeprefix("torch.")
     return TypeError(f"{name} must have dtype {takes}, got {shown}{swapped}")
+
+
+def _check_one_device(array, name: str) -> None:
+    """A jax.Array spread over several devices has no one buffer to export: ValueError saying
+    what works instead."""
+    devices = getattr(getattr(array, "sharding", None), "device_set", ())
+    if len(devices) > 1:
+        raise ValueError(f"{name} is a jax.Array on {len(devices)} devices ({array.sharding}), which DLPack cannot "
+                         "export outside jax.jit: call deepselect_rt.topk inside jax.jit, under shard_map for each "
+                         "device's own rows, or on one device's array (jax.device_put(x, device))")
 
 
 def _framework_of(obj) -> str:
