@@ -84,6 +84,21 @@ def test_info_shows_cached_variants(capsys, cache_env):
     assert PROBE.entry in out and "sm_90a" in out and "user" in out
 
 
+def test_info_counts_kernels_another_nvrtc_built(capsys, cache_env, monkeypatch):
+    """A kernel cached by another NVRTC version is a miss for this one: the table shows "-" and
+    a line says which version built how many."""
+    KernelCache(NVRTC_COMPILER).resolve(PROBE, "sm_90a")
+    built = ".".join(map(str, nvrtc.nvrtc_version()))
+    monkeypatch.setattr(nvrtc, "nvrtc_version", lambda: (99, 1))
+    rc, out, _ = main(capsys, "info")
+    assert rc == 0
+    line = out[out.index("cached kernel(s) of these archs"):].replace("\n", " ")
+    assert f"built by nvrtc {built}, not the nvrtc 99.1 in use" in line
+    assert out[:out.index("cached kernel(s) of these archs")].rstrip().endswith("1")
+    row = next(r for r in out.splitlines() if PROBE.entry in r)
+    assert "-" in row.split(PROBE.entry, 1)[1] and "user" not in row
+
+
 def test_cache_commands(capsys, cache_env):
     cache = KernelCache(NVRTC_COMPILER)
     cache.resolve(PROBE, "sm_90a")

@@ -40,7 +40,24 @@ def _info(args, out, err) -> int:
         out.print("cached default variants: unknown (cache keys need the NVRTC version)")
     else:
         _print_cached_variants(out, cache, archs, for_devices=bool(devices))
+        _print_other_toolchains(out, entries, archs)
     return 0
+
+
+def _print_other_toolchains(out, entries, archs) -> None:
+    """Says how many cached kernels of ``archs`` another NVRTC version built: a kernel's key holds
+    its compiler's version, so the table above counts them as not cached."""
+    from ..cuda import nvrtc
+
+    current = f"nvrtc {'.'.join(map(str, nvrtc.nvrtc_version()))}"
+    others: dict = {}
+    for e in entries:
+        if e.arch in archs and e.toolchain.startswith("nvrtc ") and e.toolchain != current:
+            others[e.toolchain] = others.get(e.toolchain, 0) + 1
+    for toolchain, count in sorted(others.items()):
+        out.print(f"{count} cached kernel(s) of these archs were built by {toolchain}, not the {current} in use, "
+                  "so they are not used here (a kernel's key holds its compiler's version); `deepselect-rt "
+                  "warmup` builds them with this one", markup=False)
 
 
 def _print_devices(out, devices) -> None:
