@@ -199,15 +199,11 @@ def _dlpack_view(obj, name: str, stream: int | None, takes: str) -> TensorView:
         _check_one_device(obj, name)
     try:
         device_code, device_id = (int(x) for x in obj.__dlpack_device__())
-    except BufferError as exc:
-        raise TypeError(f"{name}: {type(obj).__qualname__} refused a DLPack export: {exc}") from exc
-    if stream is None and dlpack.takes_stream(device_code):
-        stream = framework_stream(framework, device_id)
-    try:
+        if stream is None and dlpack.takes_stream(device_code):
+            stream = framework_stream(framework, device_id)
         capsule = dlpack.export(obj, dlpack.stream_argument(device_code, stream))
-    except BufferError as exc:  # the producer cannot export this tensor (dtype, layout, ...)
-        raise TypeError(f"{name}: {type(obj).__qualname__} refused a DLPack export: {exc}") \
-            from exc
+    except BufferError as exc:  # the producer cannot export this tensor (dtype, layout, sharding, ...)
+        raise TypeError(f"{name}: {type(obj).__qualname__} refused a DLPack export: {exc}") from exc
     t = dlpack.read(capsule)
     if t.dtype not in ACCEPTED_DTYPES:
         raise _dtype_error(name, t.dtype_text if t.dtype is None else t.dtype, takes)
