@@ -78,11 +78,14 @@ def forced() -> list[tuple[int, str]]:
 
 
 def plan_name(plan) -> str:
-    """"stream 1", "cluster 8", "radix 16 (1024x4)", "workspace 4": what runs."""
+    """What runs: "stream 1 (512 threads)", "large 1 (512 threads)", "cluster 8", "workspace 4",
+    "radix 16 (1024x4)" (threads x vectors a thread)."""
     if plan.how == variants.SPLIT_RADIX:
         extra = dict(plan.variant.extra)
         return f"radix {plan.split} ({plan.threads}x{extra['DS_VECS']})"
-    return f"{plan.how or 'stream'} {plan.split}" if plan.split > 1 else f"{plan.variant.entry.split('_')[-1]} 1"
+    if plan.split > 1:
+        return f"{plan.how} {plan.split}"
+    return f"{plan.variant.family.removeprefix('topk_')} 1 ({plan.threads} threads)"
 
 
 def the_plan(x, k: int):
@@ -103,7 +106,7 @@ def time_shape(rows: int, width: int, k: int, x, want: np.ndarray) -> dict:
         got = np.sort(idx[checked(rows)].cpu().numpy(), axis=1)
         if not np.array_equal(got, want):
             sys.exit(f"tools/tune_split.py: {ARGS.dtype} {rows}x{width} k={k} under {name}: rows "
-                     f"{checked(rows)} differ from the reference; nothing saved")
+                     f"{checked(rows)} differ from the reference; --json holds the shapes before it")
         timed[name] = timing.time_events(torch, call, flush, grid.ITERS)
 
     rule = plan_name(the_plan(x, k))
