@@ -249,7 +249,9 @@ def test_plot_format_is_checked_before_the_table(capsys, tmp_path):
     assert "k=512" not in out and not (tmp_path / "perf.txt").exists()
 
 
-@pytest.mark.parametrize("change", [{"ours_us": 0}, {"dtype": "float64"}, {"peers": {"jax": "x"}}])
+@pytest.mark.parametrize("change", [{"ours_us": 0}, {"dtype": "float64"}, {"peers": {"jax": "x"}},
+                                    {"ours_us": float("nan")}, {"torch_us": float("inf")},
+                                    {"ours_graph_us": 0}, {"torch_graph_us": -5.0}, {"ours_graph_us": "fast"}])
 def test_from_json_rejects_bad_results(capsys, tmp_path, change):
     saved = tmp_path / "bad.json"
     saved.write_text(json.dumps([dict(crafted_results()[0], **change)]))
@@ -343,6 +345,20 @@ def test_against_without_shared_cases_exits_1(capsys, tmp_path):
 def test_against_missing_file_fails_before_the_gpu(capsys, tmp_path):
     rc, _, err = main(capsys, "bench", "--quick", "--against", str(tmp_path / "none.json"))
     assert rc == 2 and "--against" in err and "no such file" in err
+    rc, _, err = main(capsys, "bench", "--quick", "--against", str(tmp_path))
+    assert rc == 2 and "is a folder" in err
+
+
+def test_against_counts_over_as_shown(capsys, tmp_path):
+    """1.0304 is shown as 1.030 and is not over 1.03; 1.0306 is shown as 1.031 and is."""
+    old = saved_run(tmp_path, "old.json", crafted_results(), gpu="[bold]H100[/bold]")
+    new = saved_run(tmp_path, "new.json", scaled(crafted_results(), {1: 1.0304, 4: 1.0306}),
+                    gpu="[bold]H100[/bold]")
+    rc, out, err = main(capsys, "bench", "--from-json", new, "--against", old)
+    label = bench.Result.from_dict(crafted_results()[4]).case.label()
+    assert rc == 1, err
+    assert f"1 of 25 case(s) over 1.03x the baseline's time; the slowest: {label} at 1.031x" in out
+    assert "[bold]H100[/bold]" in out  # the GPU's name as recorded, not read as markup
 
 
 # -- on a GPU -----------------------------------------------------------------------------------

@@ -65,8 +65,9 @@ def pair(new: list[Result], old: list[Result]) -> tuple[list[Change], list[Case]
 
 
 def slower(changes: list[Change], factor: float = SLOWER) -> list[Change]:
-    """The changes whose new time is over ``factor`` times the baseline's, slowest first."""
-    return sorted((c for c in changes if c.ratio > factor), key=lambda c: -c.ratio)
+    """The changes whose new time is over ``factor`` times the baseline's at the three decimals
+    the ratio is shown with (1.0304 reads 1.030, not over 1.03), slowest first."""
+    return sorted((c for c in changes if round(c.ratio, 3) > factor), key=lambda c: -c.ratio)
 
 
 __all__ = ["Change", "SLOWER", "pair", "slower"]

@@ -6,6 +6,7 @@ the shipped real rows, results with their effective bandwidth, and the JSON file
 from __future__ import annotations
 
 import json
+import math
 import shlex
 import subprocess
 import sys
@@ -128,10 +129,10 @@ class Result:
             raise ValueError(f"unknown dtypes {case.dtype!r}, {case.index!r}")
         times = [float(d["ours_us"]), float(d["torch_us"])]
         peers = {str(name): float(t) for name, t in dict(d.get("peers") or {}).items()}
-        if min(times + list(peers.values())) <= 0:
-            raise ValueError("times must be positive")
-        return cls(case, times[0], times[1], peers, d.get("ours_graph_us"), d.get("torch_graph_us"),
-                   dict(d.get("peer_errors") or {}))
+        graphs = [None if d.get(name) is None else float(d[name]) for name in ("ours_graph_us", "torch_graph_us")]
+        if not all(0 < t < math.inf for t in times + list(peers.values()) + [g for g in graphs if g is not None]):
+            raise ValueError("times must be positive and finite")
+        return cls(case, times[0], times[1], peers, *graphs, dict(d.get("peer_errors") or {}))
 
 
 @dataclass(frozen=True)

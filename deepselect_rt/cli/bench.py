@@ -139,6 +139,8 @@ def _bench(args, out, err) -> int:
 
 def _saved(path: str, option: str) -> Path:
     found = Path(path).expanduser()
+    if found.is_dir():
+        raise ValueError(f"{option} {path!r} is a folder; name a file written by deepselect-rt bench --json")
     if not found.is_file():
         raise ValueError(f"{option} {path!r}: no such file")
     return found
@@ -147,6 +149,7 @@ def _saved(path: str, option: str) -> Path:
 def _compared(out, results, meta, baseline) -> int:
     """Prints the comparison of ``results`` (with ``meta``) against ``baseline`` (load_json's
     triple); 1 when a case is slower (compare.slower) or none is shared, else 0."""
+    from rich.markup import escape
     from rich.table import Table
 
     old, _, old_meta = baseline
@@ -155,10 +158,9 @@ def _compared(out, results, meta, baseline) -> int:
         out.print("no case is in both runs: nothing to compare", markup=False)
         return 1
     gpus = {m.get("gpu") for m in (meta, old_meta)}
-    table = Table("case", "ours us", "baseline us", "new / baseline", "torch.topk new / baseline",
-                  title="against the baseline run"
-                  + "".join(f"\n{label}: " + ", ".join(str(m[k]) for k in ("gpu", "date", "commit") if m.get(k))
-                            for label, m in (("new", meta), ("baseline", old_meta))))
+    title = "against the baseline run" + "".join(f"\n{label}: {escape(_where(m) or 'not recorded')}"
+                                                 for label, m in (("new", meta), ("baseline", old_meta)))
+    table = Table("case", "ours us", "baseline us", "new / baseline", "torch.topk new / baseline", title=title)
     for c in sorted(changes, key=lambda c: -c.ratio):
         table.add_row(c.case.label() + (" (graph)" if c.graph else ""), f"{c.ours_new:.1f}", f"{c.ours_old:.1f}",
                       f"{c.ratio:.3f}", f"{c.torch_ratio:.3f}")
@@ -211,13 +213,19 @@ def _run(args, cases, out, err) -> tuple[int, list, dict]:
     return (1 if failed or not results else 0), results, meta
 
 
+def _where(meta: dict) -> str:
+    """The run's GPU, driver, date and commit, as its meta records them."""
+    return ", ".join(str(meta[k]) for k in ("gpu", "driver", "date", "commit") if meta.get(k))
+
+
 def _report(out, results, host, meta, plot_path) -> None:
     """Print the results table (and host overhead), draw the plot when asked."""
+    from rich.markup import escape
     from rich.table import Table
 
     from ..bench import grid
 
-    where = ", ".join(str(meta[k]) for k in ("gpu", "driver", "date", "commit") if meta.get(k))
+    where = escape(_where(meta))
     peers = list(dict.fromkeys(name for r in results for name in r.peers))
     graphs = any(r.ours_graph_us is not None for r in results)
     table = Table(title="deepselect-rt vs " + ", ".join([grid.TORCH, *peers])

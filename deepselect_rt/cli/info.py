@@ -57,7 +57,7 @@ def _print_other_toolchains(out, entries, archs) -> None:
     for toolchain, count in sorted(others.items()):
         out.print(f"{count} cached kernel(s) of these archs were built by {toolchain}, not the {current} in use, "
                   "so they are not used here (a kernel's key holds its compiler's version); `deepselect-rt "
-                  "warmup` builds them with this one", markup=False)
+                  "warmup` (with --arch where no GPU is visible) builds them with this one", markup=False)
 
 
 def _print_devices(out, devices) -> None:
