@@ -283,12 +283,13 @@ def _floors(torch, x, k: int) -> dict:
     import ctypes
 
     from ..cuda import driver, loader, variants
+    from ..interop.outputs import torch_stream_getter
 
     device = x.device.index or 0
     kernel = loader.get_kernel(device, variants.PROBE)
     args = (ctypes.c_uint64 * 2)()  # out = null, n = 0
     argv = (ctypes.c_void_p * 2)(ctypes.addressof(args), ctypes.addressof(args) + 8)
-    argv_ptr, cu, stream = ctypes.addressof(argv), driver.bindings(), torch._C._cuda_getCurrentRawStream
+    argv_ptr, cu, stream = ctypes.addressof(argv), driver.bindings(), torch_stream_getter()
     shape, dtype = (x.shape[0], k), x.dtype
 
     def launch():

@@ -124,13 +124,13 @@ def _bench(args, out, err) -> int:
                              f"(got --{given[0]})")
         _check_outputs(args)
         results, host, meta = grid.load_json(_saved(args.from_json, "--from-json"))
-        baseline = grid.load_json(_saved(args.against, "--against")) if args.against else None
+        baseline = _baseline(args)
         _report(out, results, host, meta, args.plot)
         return _compared(out, results, meta, baseline) if baseline else 0
 
     cases = _cases(args)
     _check_outputs(args)
-    baseline = grid.load_json(_saved(args.against, "--against")) if args.against else None
+    baseline = _baseline(args)
     timing.require_gpu("deepselect-rt bench", " `deepselect-rt bench --from-json FILE [--plot FILE.png]` "
                       "shows a saved run without one.")
     rc, results, meta = _run(args, cases, out, err)
@@ -144,6 +144,13 @@ def _saved(path: str, option: str) -> Path:
     if not found.is_file():
         raise ValueError(f"{option} {path!r}: no such file")
     return found
+
+
+def _baseline(args):
+    """The --against run as load_json's (results, host, meta), or None without --against."""
+    from ..bench import grid
+
+    return grid.load_json(_saved(args.against, "--against")) if args.against else None
 
 
 def _compared(out, results, meta, baseline) -> int:

@@ -69,7 +69,10 @@ _LAUNCH_EX = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(_LaunchConfig), ctype
 _cluster_attrs: dict = {}  # cluster size -> its launch attribute, never freed (configs point at it)
 _configs: dict = {}        # (grid, threads, smem, cluster) -> a config without its stream
 _MAX_CONFIGS = 256
-_driver = None             # cuda.bindings.driver, once loaded: an import statement costs on every launch
+# Looked up on the first launch, not on every one: an import statement, or a lookup by name,
+# costs on every launch.
+_driver = None             # cuda.bindings.driver
+_launch_ex = None          # cuLaunchKernelEx as _LAUNCH_EX
 
 
 def _cluster_config(grid: int, threads: int, smem: int, cluster: int) -> _LaunchConfig:
@@ -92,7 +95,7 @@ def launch(kernel, grid: int, threads: int, smem: int, stream: int, params: Para
     """Launch ``kernel`` (a CUkernel) with the one-struct argument list on ``stream``; ``cluster``
     > 1 groups consecutive CTAs into thread-block clusters of that size. Raises RuntimeError with
     the driver's error name."""
-    global _driver
+    global _driver, _launch_ex
     argv = (ctypes.c_void_p * 1)(ctypes.addressof(params))
     if cluster == 1:
         # cuda.bindings' own call measured 2-3 us cheaper than a ctypes one with 11 arguments.
@@ -105,6 +108,8 @@ def launch(kernel, grid: int, threads: int, smem: int, stream: int, params: Para
     # cuLaunchKernelEx through cuda.bindings needs a CUlaunchConfig object built per call.
     config = _cluster_config(grid, threads, smem, cluster)
     config.stream = stream
-    err = driver_function("cuLaunchKernelEx", _LAUNCH_EX)(config, int(kernel), argv, None)
+    if _launch_ex is None:
+        _launch_ex = driver_function("cuLaunchKernelEx", _LAUNCH_EX)
+    err = _launch_ex(config, int(kernel), argv, None)
     if err:
         raise RuntimeError(f"cuLaunchKernelEx failed: {error_name(err)}")
