@@ -4,6 +4,9 @@ GPU."""
 
 from __future__ import annotations
 
+import ast
+import importlib
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -84,3 +87,20 @@ def test_dist_bytes_tables_are_the_docs():
     doc = (TOOLS.parent / "docs" / "performance.md").read_text()
     missing = [line for line in result.stdout.splitlines() if line and line not in doc]
     assert not missing, "docs/performance.md lacks:\n" + "\n".join(missing)
+
+
+def _project_imports(path: Path):
+    """(module, name) of each ``from deepselect_rt... import name`` in a script, wherever it sits
+    (the GPU tools import most of theirs after the GPU check, which a machine without one never
+    passes)."""
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "deepselect_rt":
+            yield from ((node.module, alias.name) for alias in node.names)
+
+
+@pytest.mark.parametrize("path", sorted(TOOLS.glob("*.py")), ids=lambda p: p.name)
+def test_project_names_the_tools_import_exist(path):
+    for module, name in _project_imports(path):
+        imported = importlib.import_module(module)
+        assert hasattr(imported, name) or importlib.util.find_spec(f"{module}.{name}") is not None, (
+            f"{path.name} imports {name} from {module}, which has no such name")

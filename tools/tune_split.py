@@ -59,7 +59,7 @@ from rich.table import Table  # noqa: E402
 import deepselect_rt  # noqa: E402
 from deepselect_rt.cli.console import console as make_console  # noqa: E402
 from deepselect_rt.cuda import arch, backend, driver, plan as plans  # noqa: E402
-from deepselect_rt.reference import topk_reference  # noqa: E402
+from deepselect_rt import reference  # noqa: E402
 
 KW = dict(indices_type="int32", return_value=False, nan_policy="sentinel")
 
@@ -133,7 +133,7 @@ with driver.on_device(0):
             x = torch.randn(rows, width, device="cuda").to(timing.torch_dtype(torch, ARGS.dtype))
             exact = x[checked(rows)].float().cpu().numpy()
             for k in ARGS.ks:
-                want = np.sort(topk_reference(exact, k, sorted=False)[1].astype(np.int32), axis=1)
+                want = np.sort(reference.topk(exact, k, return_value=False)[1].astype(np.int32), axis=1)
                 e = time_shape(rows, width, k, x, want)
                 results["shapes"].append(e)
                 best = min(e["us"], key=e["us"].get)
