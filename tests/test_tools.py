@@ -4,6 +4,7 @@ GPU."""
 
 from __future__ import annotations
 
+import argparse
 import ast
 import importlib
 import importlib.util
@@ -60,7 +61,8 @@ def test_missing_inputs_one_line(args):
                                   ["profile_case.py", "1", "1000", "8", "--dist", "bogus"],
                                   ["sanitize_subset.py", "--radix", "--batch"],
                                   ["dist_bytes.py", "--rows", "8"],
-                                  ["tune_split.py", "--ways", "cluster,bogus"]], ids=str)
+                                  ["tune_split.py", "--ways", "cluster,bogus"],
+                                  ["tune_split.py", "--widths", "16Q"]], ids=str)
 def test_bad_arguments_rejected_before_the_gpu(args):
     """Arguments the GPU tools check before looking for a GPU: a usage error, never a traceback."""
     name, *rest = args
@@ -104,3 +106,16 @@ def test_project_names_the_tools_import_exist(path):
         imported = importlib.import_module(module)
         assert hasattr(imported, name) or importlib.util.find_spec(f"{module}.{name}") is not None, (
             f"{path.name} imports {name} from {module}, which has no such name")
+
+
+def test_size_lists_take_k_and_m():
+    """The tools' --rows, --widths and --ks take what their help shows and bench takes (16K, 1M)."""
+    sys.path.insert(0, str(TOOLS))
+    try:
+        import gpu_tool
+    finally:
+        sys.path.remove(str(TOOLS))
+    assert gpu_tool.int_list("16K,64k, 1M,512") == [16384, 65536, 1 << 20, 512]
+    for bad in ("0", "16Q", "-5", "", "16K,,1M"):
+        with pytest.raises(argparse.ArgumentTypeError, match="comma-separated positive integers"):
+            gpu_tool.int_list(bad)

@@ -12,6 +12,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from deepselect_rt.bench import timing  # noqa: E402
 from deepselect_rt.errors import BackendUnavailableError  # noqa: E402
+from deepselect_rt.jit import env  # noqa: E402
 
 
 def parser(doc: str) -> argparse.ArgumentParser:
@@ -20,13 +21,15 @@ def parser(doc: str) -> argparse.ArgumentParser:
 
 
 def int_list(text: str) -> list[int]:
-    """argparse type: comma-separated positive integers ("32,64")."""
+    """argparse type: comma-separated positive integers, each optionally with K or M (powers of
+    1024, as ``deepselect-rt bench --width`` takes them): "32,64", "16K,1M"."""
     try:
-        values = [int(part) for part in text.split(",")]
+        values = [env.parse_size(part.strip()) for part in text.split(",")]
     except ValueError:
         values = []
     if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected comma-separated positive integers")
+        raise argparse.ArgumentTypeError(f"{text!r}: expected comma-separated positive integers (K or M "
+                                         "for powers of 1024, e.g. 16K,1M)")
     return values
 
 

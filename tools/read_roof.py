@@ -2,7 +2,7 @@
 (CUDA events, cold L2, median of grid.ITERS; graph replay too under grid.GRAPH_BELOW_US), a lower
 bound on any top-k's time there, since a top-k reads every element:
 
-    python tools/read_roof.py                        # the goal's bf16 shapes: 256, 512, 4096 x 64K-1M
+    python tools/read_roof.py                        # bf16 at 256, 512, 4096 rows x 64K-1M
     python tools/read_roof.py --deepselect --ours    # also performance.md's DeepSelect shapes; our top-k
     python tools/read_roof.py --arch sm_90a,sm_80    # only compile the read kernel (no GPU needed)
 
@@ -11,8 +11,8 @@ and writes each CTA's maximum, checked against torch's before any timing. Two la
 threads a CTA: "free", each CTA a contiguous chunk of a row, the fastest of several chunk sizes
 (16-128 KiB a CTA: thousands of CTAs, as many an SM as fit); "row", one CTA a row at the
 streaming top-k kernel's four CTAs an SM (shared memory reserved to hold it there), what that
-layout alone costs at few rows. Roof TB/s at k: performance.md's bytes (int32 indices, no values,
-as the goal counts them) over the free read's event time, the most effective TB/s a top-k can
+layout alone costs at few rows. Roof TB/s at k: performance.md's bytes (int32 indices, no values)
+over the free read's event time, the most effective TB/s a top-k can
 reach at that shape. --ours times deepselect_rt.topk the same way (int32 indices,
 return_value=False, nan_policy="sentinel") at k = 512, 1024, 2048. GPU only but for --arch; prints
 a table last, --json writes every figure."""
@@ -38,7 +38,7 @@ THREADS, UNROLL = 256, 4
 CHUNKS = (1024, 2048, 4096, 8192)
 # The streaming kernel's CTAs an SM at k <= 1024 (three at 2048), which the row layout keeps.
 ROW_CTAS = variants.STREAM_TUNING[512][2]
-GOAL_ROWS, GOAL_WIDTHS = [256, 512, 4096], [65536, 131072, 262144, 1 << 20]
+ROWS, WIDTHS = [256, 512, 4096], [65536, 131072, 262144, 1 << 20]
 DEEPSELECT = [("bfloat16", 4096, 16384), ("bfloat16", 512, 65536), ("bfloat16", 4096, 131072),
               ("bfloat16", 4096, 262144), ("bfloat16", 512, 1 << 20), ("bfloat16", 4096, 1 << 20),
               ("float32", 4096, 129280)]
@@ -72,8 +72,8 @@ class Compiler:
 
 
 parser = gpu_tool.parser(__doc__)
-parser.add_argument("--rows", type=gpu_tool.int_list, default=GOAL_ROWS, help="row counts (default 256,512,4096)")
-parser.add_argument("--widths", type=gpu_tool.int_list, default=GOAL_WIDTHS, help="widths (default 64K,128K,256K,1M)")
+parser.add_argument("--rows", type=gpu_tool.int_list, default=ROWS, help="row counts (default 256,512,4096)")
+parser.add_argument("--widths", type=gpu_tool.int_list, default=WIDTHS, help="widths (default 64K,128K,256K,1M)")
 parser.add_argument("--dtype", default="bfloat16", choices=variants.INPUT_DTYPES, help="dtype of --rows x --widths")
 parser.add_argument("--deepselect", action="store_true", help="also the shapes of performance.md's DeepSelect table")
 parser.add_argument("--ours", action="store_true", help="also time deepselect_rt.topk at k = 512, 1024, 2048")
