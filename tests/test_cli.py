@@ -136,6 +136,8 @@ def test_cache_commands(capsys, cache_env):
     (("warmup", "--arch", "sm_100f"), "unsupported GPU architecture 'sm_100f'"),
     (("warmup", "--arch", "hopper"), "unknown GPU architecture 'hopper'"),
     (("warmup", "--arch", "compute_75"), "compute_80, compute_86, compute_89"),
+    (("warmup", "--arch", "sm_70"), "(compute capability 7.0); use one of sm_80, sm_86, sm_89, sm_90a, sm_100a, sm_103a, "
+                                    "sm_120, compute_80, compute_86, compute_89"),
     (("warmup", "--arch", "sm_90a", "--dtype", "float64"), "--dtype 'float64'"),
     (("warmup", "--arch", "sm_90a", "--k", "8,many"), "--k 'many': expected an integer"),
     (("warmup", "--arch", "sm_90a", "--k", ""), "name at least one k"),

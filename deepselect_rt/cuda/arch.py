@@ -93,7 +93,7 @@ def normalise_arch(arch: str) -> str:
         return arch_for_compute_capability(major, minor)
     except ValueError:
         raise ValueError(f"unsupported GPU architecture {arch!r} (compute capability "
-                         f"{major}.{minor}); use one of {', '.join(SUPPORTED_ARCHS)}") from None
+                         f"{major}.{minor}); use one of {_ACCEPTED}") from None
 
 
 @dataclass(frozen=True)
