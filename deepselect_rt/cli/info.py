@@ -47,13 +47,14 @@ def _info(args, out, err) -> int:
 def _print_other_toolchains(out, entries, archs) -> None:
     """Says how many cached kernels of ``archs`` another NVRTC version built: a kernel's key holds
     its compiler's version, so the table above counts them as not cached."""
-    from ..cuda import nvrtc
+    from collections import Counter
 
-    current = f"nvrtc {'.'.join(map(str, nvrtc.nvrtc_version()))}"
-    others: dict = {}
-    for e in entries:
-        if e.arch in archs and e.toolchain.startswith("nvrtc ") and e.toolchain != current:
-            others[e.toolchain] = others.get(e.toolchain, 0) + 1
+    from ..cuda import nvrtc
+    from ..jit.cache import toolchain_text
+
+    current = toolchain_text(nvrtc.toolchain_fields())
+    others = Counter(e.toolchain for e in entries
+                     if e.arch in archs and e.toolchain.startswith("nvrtc ") and e.toolchain != current)
     for toolchain, count in sorted(others.items()):
         out.print(f"{count} cached kernel(s) of these archs were built by {toolchain}, not the {current} in use, "
                   "so they are not used here (a kernel's key holds its compiler's version); `deepselect-rt "

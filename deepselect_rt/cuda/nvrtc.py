@@ -74,6 +74,12 @@ def nvrtc_version() -> tuple[int, int]:
             f"libnvrtc could not be loaded ({exc}); {env.NVRTC_INSTALL_HINT}") from None
 
 
+def toolchain_fields() -> dict:
+    """The loaded NVRTC as a kernel key's toolchain fields ({"nvrtc": "13.0"}); raises as
+    nvrtc_version does."""
+    return {"nvrtc": ".".join(str(x) for x in nvrtc_version())}
+
+
 def nvrtc_library() -> tuple[str, str]:
     """(absolute path of libnvrtc, how cuda.pathfinder found it, e.g. "site-packages").
 
@@ -208,8 +214,7 @@ class _Nvrtc:
     def key_fields(self, spec: KernelSpec, arch: str, source_dir: Path) -> dict:
         arch = normalise_arch(arch)
         options = compile_options(spec, arch, source_dir, self.ptx, self.line_info)  # the key's options
-        toolchain = {"nvrtc": ".".join(str(x) for x in nvrtc_version())}
-        return toolchain_key_fields(spec, arch, options.portable, toolchain, source_dir)
+        return toolchain_key_fields(spec, arch, options.portable, toolchain_fields(), source_dir)
 
     def compile(self, spec: KernelSpec, arch: str, source_dir: Path) -> tuple[bytes, float]:
         result = compile_cubin(spec, arch, source_dir, ptx=self.ptx, line_info=self.line_info)

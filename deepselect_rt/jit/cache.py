@@ -501,7 +501,7 @@ class KernelCache:
                     continue  # verify() reports these
                 entries.append(Entry(
                     key=meta["key"], arch=meta["arch"], entry=str(meta.get("entry", "?")),
-                    toolchain=_toolchain_text(meta),
+                    toolchain=toolchain_text(meta),
                     variant=meta.get("variant", {}), size=meta["size"], disk_bytes=disk,
                     created=float(meta.get("created", 0.0)), last_used=st.st_mtime,
                     layer=layer, cubin_path=cubin_path))
@@ -602,7 +602,7 @@ _default_lock = threading.Lock()
 _default: dict = {}
 
 
-def _toolchain_text(meta: dict) -> str:
+def toolchain_text(meta: dict) -> str:
     """"nvrtc 13.0", "cann 8.2.RC1 aclrtc": the toolchain fields an entry's key holds."""
     if "nvrtc" in meta:
         return f"nvrtc {meta['nvrtc']}"
@@ -624,5 +624,5 @@ def default_cache(compiler: Compiler | None = None) -> KernelCache:
         return cache
 
 
-__all__ = ["Compiler", "KernelCache", "Layer", "Entry", "Resolved", "Problem", "Removal", "default_cache",
+__all__ = ["Compiler", "KernelCache", "Layer", "Entry", "Resolved", "Problem", "Removal", "default_cache", "toolchain_text",
            "compile_count"]
