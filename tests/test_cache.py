@@ -475,6 +475,12 @@ def test_parse_size_rejects(bad):
         config.parse_size(bad)
 
 
+@pytest.mark.parametrize("bad", ["-1G", " -5M"])
+def test_parse_size_says_a_negative_size_is_negative(bad):
+    with pytest.raises(ValueError, match="--max-size: .* is negative"):
+        config.parse_size(bad, what="--max-size")
+
+
 def test_cap_smaller_than_a_kernel_warns_and_keeps_it_in_memory(cache_env, monkeypatch):
     monkeypatch.setattr(cache_mod, "_warned", set())
     monkeypatch.setenv(config.ENV_CACHE_MAX_BYTES, "10")

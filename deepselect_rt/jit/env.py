@@ -164,6 +164,8 @@ def parse_size(text: str, *, what: str = "size") -> int:
     Raises ValueError naming ``what`` for anything else.
     """
     match = _SIZE_RE.match(str(text))
+    if not match and _SIZE_RE.match(str(text).strip().removeprefix("-")):
+        raise ValueError(f"{what}: {text!r} is negative; a size is a byte count of 0 or more, e.g. 500M or 2G")
     if not match:
         raise ValueError(f"{what}: cannot parse {text!r}; use a byte count or a number with "
                          "K, M, G or T (powers of 1024), e.g. 500M or 2G")
