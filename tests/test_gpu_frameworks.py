@@ -4,6 +4,7 @@ round trips. Every result is checked against the NumPy reference. Run with ``pyt
 from __future__ import annotations
 
 import os
+import warnings
 from contextlib import nullcontext
 
 import numpy as np
@@ -174,6 +175,21 @@ def test_cupy_explicit_stream_waits_for_the_producers_writes():
     producer.synchronize()
     want = deepselect_rt.topk(cp.asnumpy(x), 64, nan_policy="propagate")
     np.testing.assert_array_equal(cp.asnumpy(idx), want[1])
+
+
+def test_cupy_outputs_for_another_stream_raise_no_deprecation_warning():
+    """Outputs allocated for a stream= other than CuPy's current one are allocated with that
+    stream current, wrapped without CuPy 14's deprecated ExternalStream."""
+    cp = cupy_cuda()
+    x = cp.random.standard_normal((4, 5000), dtype=cp.float32)
+    side = cp.cuda.Stream(non_blocking=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        vals, idx = deepselect_rt.topk(x, 32, stream=side.ptr, nan_policy="propagate")
+    side.synchronize()
+    want = deepselect_rt.topk(cp.asnumpy(x), 32, nan_policy="propagate")
+    np.testing.assert_array_equal(cp.asnumpy(idx), want[1])
+    np.testing.assert_array_equal(cp.asnumpy(vals), want[0])
 
 
 def test_jax_round_trip():

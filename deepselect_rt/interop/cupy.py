@@ -19,12 +19,30 @@ def current_stream(device_id: int) -> int:
         return cupy.cuda.get_current_stream().ptr
 
 
+class _StreamHandle:
+    """A raw ``cudaStream_t`` in the CUDA stream protocol, which ``Stream.from_external`` reads."""
+
+    def __init__(self, handle: int):
+        self.handle = handle
+
+    def __cuda_stream__(self) -> tuple[int, int]:
+        return 0, self.handle
+
+
+def _stream(handle: int, device_id: int):
+    """A CuPy stream object for the CUDA stream ``handle`` on ``device_id``, the current device.
+    ``Stream.from_external`` where CuPy has it (>= 14, which deprecates ``ExternalStream``)."""
+    from_external = getattr(cupy.cuda.Stream, "from_external", None)
+    if from_external is not None:
+        return from_external(_StreamHandle(handle))
+    return cupy.cuda.ExternalStream(handle, device_id)
+
+
 def empty(shape, dtype: str, device_id: int, stream: int | None = None):
     """An uninitialised contiguous CuPy array of canonical ``dtype`` on ``device_id``, allocated
     with ``stream`` current (None: CuPy's current stream), so CuPy's memory pool hands it out again
     only after that stream's work. Raises TypeError for a dtype this CuPy build lacks."""
-    on_stream = nullcontext() if stream is None else cupy.cuda.ExternalStream(stream, device_id)
-    with cupy.cuda.Device(device_id), on_stream:
+    with cupy.cuda.Device(device_id), (nullcontext() if stream is None else _stream(stream, device_id)):
         try:
             return cupy.empty(shape, dtype=numpy_dtype(dtype))
         except (TypeError, ValueError) as exc:  # CuPy builds without bfloat16
