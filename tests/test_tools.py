@@ -43,8 +43,9 @@ def test_device_check_script():
     result = subprocess.run(["bash", script, "bogus"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and "usage:" in result.stderr
     if not shutil.which("nvidia-smi"):
-        result = subprocess.run(["bash", script], capture_output=True, text=True, timeout=60)
-        assert result.returncode == 1 and "needs an NVIDIA GPU" in result.stderr
+        for mode in ([], ["middle"]):
+            result = subprocess.run(["bash", script, *mode], capture_output=True, text=True, timeout=60)
+            assert result.returncode == 1 and "needs an NVIDIA GPU" in result.stderr
 
 
 @pytest.mark.parametrize("args", [["make_samples.py", "/nonexistent"], ["inspect_wheel.py", "/nonexistent.whl"]],

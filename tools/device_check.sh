@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: GPU tests, a memcheck/racecheck subset, and the benchmarks.
-# Usage (device tool): bash tools/device_check.sh [quick|full] ; results under $OUT.
+# Usage (device tool): bash tools/device_check.sh [quick|full|middle] ; results under $OUT.
 set -u
-usage="usage: bash tools/device_check.sh [quick|full]  (GPU machine; results under \$OUT, default /tmp/out)
-  quick: tests/test_gpu_topk.py (or \$PYTEST_ARGS), bench --quick, bench --host and
-         tools/bench_jax.py (where JAX has a GPU)
-  full:  the same, memcheck and racecheck of tools/sanitize_subset.py (whole logs kept under
-         \$OUT), and the whole bench grid"
+usage="usage: bash tools/device_check.sh [quick|full|middle]  (GPU machine; results under \$OUT, default /tmp/out)
+  quick:  tests/test_gpu_topk.py (or \$PYTEST_ARGS), bench --quick, bench --host and
+          tools/bench_jax.py (where JAX has a GPU)
+  full:   the same, memcheck and racecheck of tools/sanitize_subset.py (whole logs kept under
+          \$OUT), and the whole bench grid
+  middle: a dispatch change at 1-512 rows: the split tests, natively and as compute_80/86/89
+          PTX; the bench grid's 1-512-row cases, after the same cases of the tree in .carry/before
+          (\`git archive REF | tar -x -C .carry/before\`) where there is one, then --against them;
+          the read roof with ours at 1-512 rows; FlashInfer's top_k where .peers/flashinfer is"
 mode=${1:-quick}
 case "$mode" in
-  quick|full) ;;
+  quick|full|middle) ;;
   -h|--help) echo "$usage"; exit 0 ;;
   *) echo "$usage" >&2; exit 2 ;;
 esac
@@ -25,7 +29,37 @@ OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 git rev-parse --short HEAD 2>/dev/null | tee -a "$OUT/gpu.txt"
 
-python3 -m pytest -m gpu -q --maxfail=8 --tb=short -p no:cacheprovider ${PYTEST_ARGS:-tests/test_gpu_topk.py} 2>&1 | tee "$OUT/pytest_gpu.log" | tail -25
+gpu_tests() {  # gpu_tests LOG FILE...: the GPU tests of FILE... with their summary printed
+  local log=$1; shift
+  python3 -m pytest -m gpu -q --maxfail=8 --tb=short -p no:cacheprovider "$@" 2>&1 | tee "$OUT/$log" | tail -25
+}
+
+if [ "$mode" = middle ]; then
+  rows=1,6,64,256,512
+  python3 -m deepselect_rt.cli warmup > "$OUT/warmup.log" 2>&1; echo "warmup exit $?"
+  gpu_tests pytest_split.log -n 8 tests/test_gpu_split.py
+  for ptx in compute_80 compute_86 compute_89; do
+    echo "== $ptx PTX"
+    DEEPSELECT_RT_ARCH=$ptx gpu_tests "pytest_$ptx.log" -n 8 tests/test_gpu_split.py tests/test_gpu_topk.py
+  done
+  against=()
+  if [ -d .carry/before/deepselect_rt ]; then
+    echo "== baseline: .carry/before"
+    (cd .carry/before && PYTHONPATH=$PWD:/tmp/site python3 -m deepselect_rt.cli bench --rows $rows \
+      --json "$OUT/before.json" > "$OUT/before.log" 2>&1); echo "baseline bench exit $?"
+    against=(--against "$OUT/before.json")
+  fi
+  python3 -m deepselect_rt.cli bench --rows $rows --json "$OUT/bench.json" "${against[@]}" 2>&1 \
+    | tee "$OUT/bench.log" | tail -40
+  python3 tools/read_roof.py --rows 1,8,16,64,512 --widths 16K,64K,256K,1M --ours --json "$OUT/roof.json" 2>&1 \
+    | tee "$OUT/roof.log" | tail -30
+  if [ -f .peers/flashinfer/run_fi.py ]; then
+    python3 .peers/flashinfer/run_fi.py 2>&1 | tee "$OUT/flashinfer.log" | tail -20
+  fi
+  exit 0
+fi
+
+gpu_tests pytest_gpu.log ${PYTEST_ARGS:-tests/test_gpu_topk.py}
 
 if [ "$mode" = full ]; then
   # Whole logs under $OUT, their ends printed: a report cut off by a time limit stays readable.
