@@ -455,6 +455,18 @@ def test_clear(cache_env):
     assert cache.resolve(V1, ARCH).origin == "compiled"  # memory was cleared too
 
 
+def test_clear_removes_entries_only(cache_env):
+    """Files in the writable root that are not entries (someone else's) stay."""
+    cache = KernelCache(NVRTC_COMPILER)
+    cache.resolve(V1, ARCH)
+    mine = cache_env / f"v{config.CACHE_SCHEMA}" / "sub" / "mine.txt"
+    mine.parent.mkdir(parents=True)
+    mine.write_text("x")
+    removed = cache.clear()
+    assert removed.entries == 1 and removed.freed_bytes > 1
+    assert cache.list_entries() == [] and mine.read_text() == "x"
+
+
 def test_default_cache_follows_environment(tmp_path, monkeypatch):
     first = default_cache(NVRTC_COMPILER)
     assert default_cache(NVRTC_COMPILER) is first

@@ -5,8 +5,10 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -69,6 +71,22 @@ def test_a_cache_path_that_is_not_a_folder_is_named(capsys, cache_env, monkeypat
     monkeypatch.setenv("DEEPSELECT_RT_CACHE_PATH", str(tmp_path / "mistyped"))
     rc, out, _ = main(capsys, *command)
     assert rc == 0 and f"{tmp_path / 'mistyped'} is not a folder" in out.replace("\n", "")
+
+
+@pytest.mark.parametrize("command", [["info"], ["cache", "list"], ["cache", "verify"]])
+def test_reading_commands_create_no_cache_folder(capsys, cache_env, command):
+    rc, out, _ = main(capsys, *command)
+    assert rc == 0 and not cache_env.exists()
+
+
+def test_cache_list_tells_writable_roots_without_creating_them(capsys, cache_env, monkeypatch, tmp_path):
+    rc, out, _ = main(capsys, "cache", "list")
+    assert rc == 0 and f"user: {cache_env}\n" in out and not cache_env.exists()
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    monkeypatch.setenv(config.ENV_CACHE_DIR, str(afile / "cache"))
+    rc, out, _ = main(capsys, "cache", "list")
+    assert rc == 0 and f"user: {afile / 'cache'} (not writable)" in out.replace("\n", "")
 
 
 def test_a_relative_cache_dir_is_made_absolute(monkeypatch, tmp_path):
@@ -307,11 +325,45 @@ def test_a_cache_dir_that_is_a_file_gets_clean_messages(tmp_path):
     assert warm.returncode == 1 and "is not writable (Not a directory" in warm.stderr
 
 
-def test_warmup_bad_lock_timeout_is_one_error(tmp_path):
+@pytest.mark.parametrize("timeout", ["abc", "nan", "-1", "inf"])
+def test_warmup_bad_lock_timeout_is_one_error(tmp_path, timeout):
     result = run_cli("warmup", "--arch", "sm_80", "--dtype", "float32", "--k", "8", "--into", str(tmp_path / "c"),
-                     **{config.ENV_LOCK_TIMEOUT: "abc"})
+                     **{config.ENV_LOCK_TIMEOUT: timeout})
     assert result.returncode == 2
     assert result.stderr.count("DEEPSELECT_RT_LOCK_TIMEOUT") == 1 and "Traceback" not in result.stderr
+    assert not (tmp_path / "c" / "v1").exists() or not any((tmp_path / "c" / "v1").rglob("*.cubin"))
+
+
+def test_warmup_without_a_lock_folder_warns_once(tmp_path):
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    result = run_cli("warmup", "--arch", "sm_80", "--dtype", "float32", "--k", "8", "--jobs", "2",
+                     "--into", str(tmp_path / "c"), **{config.ENV_LOCK_DIR: str(afile / "locks")})
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.count("cannot make the compile lock folder") == 1 and "DEEPSELECT_RT_LOCK_DIR" in result.stderr
+
+
+def test_ctrl_c_stops_warmup_at_once_with_one_line(tmp_path):
+    """SIGINT to the process group (a terminal's Ctrl-C) mid-warmup: the workers end inside their
+    compiles, so not every kernel is built; one line and exit code 130, no traceback."""
+    root = tmp_path / "c"
+    full = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+    proc = subprocess.Popen([sys.executable, "-m", "deepselect_rt.cli", "warmup", "--arch", "sm_90a", "--jobs", "2",
+                             "--into", str(root)], env=full, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        for _ in range(3000):  # the first whole entry: both workers are past their start
+            if proc.poll() is not None or any(root.rglob("*.cubin")):
+                break
+            time.sleep(0.1)
+        assert proc.poll() is None, "warmup ended before any entry was written"
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130 and err.strip().endswith("interrupted") and "Traceback" not in err
+    assert len(list(root.rglob("*.cubin"))) < len(default_variants("sm_90a"))
 
 
 def test_an_unknown_option_is_reported_with_its_commands_usage(capsys):

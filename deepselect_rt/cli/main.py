@@ -6,7 +6,7 @@ write those two functions in your own module and list ``"module:register"`` in `
 heavy imports belong inside the handler so that ``--help`` stays fast.
 
 Exit codes: 0 success, 1 the work failed (a compile error, a bad cache entry, no GPU or NVRTC),
-2 bad usage (an unknown arch, dtype or size).
+2 bad usage (an unknown arch, dtype or size), 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -69,6 +69,9 @@ def main(argv=None) -> int:
     except (BackendUnavailableError, CompileError, OSError) as exc:
         err.print(f"[red]error[/]: {escape(str(exc))}", highlight=False)
         return 1
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        return 130  # a shell's code for a command ended by SIGINT
 
 
 if __name__ == "__main__":

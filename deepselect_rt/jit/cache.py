@@ -24,7 +24,6 @@ import contextlib
 import hashlib
 import json
 import os
-import shutil
 import tempfile
 import threading
 import time
@@ -40,6 +39,8 @@ from .key import cache_key
 _process_lock = threading.Lock()  # guards the two process-wide values below
 _compiles = 0
 _warned: set = set()  # kinds of warning already given in this process
+# The start of the warning given when the compile lock folder cannot be made.
+LOCKLESS_WARNING = "deepselect-rt: cannot make the compile lock folder"
 
 
 def compile_count() -> int:
@@ -213,6 +214,18 @@ def _unlink(path: Path) -> int:
         return 0
 
 
+def _scan_schema(base: Path) -> tuple[list[Path], list[Path], list[Path]]:
+    """(metadata paths, orphan cubins, temp files) of the schema folder ``base`` (``v1``):
+    entries are ``<arch>/<key[:2]>/<key>.{json,cubin}``; any other file is not the cache's."""
+    if not base.is_dir():
+        return [], [], []
+    metas = sorted(base.glob("*/*/*.json"))
+    cubins = {p.with_suffix(".json") for p in base.glob("*/*/*.cubin")}
+    orphans = sorted(p.with_suffix(".cubin") for p in cubins - set(metas))
+    temps = sorted(base.glob("**/.*.tmp"))
+    return metas, orphans, temps
+
+
 def _remove_empty_folders(base: Path) -> None:
     """Remove the empty folders under ``base`` (not ``base``), deepest first; one that is not
     empty or is already gone stays as it is."""
@@ -293,12 +306,15 @@ class KernelCache:
 
     @staticmethod
     def _probe_lock_dir() -> Path | None:
+        path = env.lock_dir()
         try:
-            path = env.lock_dir()
             path.mkdir(parents=True, exist_ok=True)
             return path
-        except OSError:
-            return None  # compiles then run unserialised: duplicated work, still correct
+        except OSError as exc:  # compiles then run unserialised: duplicated work, still correct
+            _warn_once("lockless", f"{LOCKLESS_WARNING} {path} ({exc.strerror or exc}); processes sharing the "
+                                   f"cache may each compile the same kernel (set {env.ENV_LOCK_DIR} to a "
+                                   "writable local folder)")
+            return None
 
     def layers(self) -> list[Layer]:
         """Every root searched, in order: read-only ones that exist, then the writable one."""
@@ -307,8 +323,23 @@ class KernelCache:
             if path.is_dir() and path.resolve() not in seen:
                 seen.add(path.resolve())
                 found.append(Layer(path, kind, False))
-        found.append(Layer(self.root, "user", self.writable_root() is not None))
+        found.append(Layer(self.root, "user", self._can_write()))
         return found
+
+    def _can_write(self) -> bool:
+        """Whether the writable root is writable, without creating it (listing writes nothing):
+        the probe's answer once a write has asked for it, else whether the nearest existing
+        folder on the way to it is writable."""
+        with self._lock:
+            if self._writable_checked:
+                return self._writable is not None
+        path = self.root / f"v{env.CACHE_SCHEMA}"
+        try:
+            while not path.exists() and path != path.parent:
+                path = path.parent
+            return path.is_dir() and os.access(path, os.W_OK | os.X_OK)
+        except OSError:
+            return False
 
     @staticmethod
     def _entry_paths(root: Path, arch: str, key: str) -> tuple[Path, Path]:
@@ -478,14 +509,7 @@ class KernelCache:
 
     def _scan(self, layer: Layer):
         """(metadata paths, orphan cubins, temp files) of one layer's current schema."""
-        base = layer.path / f"v{env.CACHE_SCHEMA}"
-        if not base.is_dir():
-            return [], [], []
-        metas = sorted(base.glob("*/*/*.json"))
-        cubins = {p.with_suffix(".json") for p in base.glob("*/*/*.cubin")}
-        orphans = sorted(p.with_suffix(".cubin") for p in cubins - set(metas))
-        temps = sorted(base.glob("**/.*.tmp"))
-        return metas, orphans, temps
+        return _scan_schema(layer.path / f"v{env.CACHE_SCHEMA}")
 
     def list_entries(self, layers: list[Layer] | None = None) -> list[Entry]:
         """Entries of every layer (or the given ones), from their metadata (not re-hashed)."""
@@ -578,7 +602,7 @@ class KernelCache:
 
     def clear(self) -> Removal:
         """Delete every entry (all schema versions) and temp file of the writable root, and this
-        cache's memory. Read-only layers are never touched."""
+        cache's memory; files of other kinds there stay. Read-only layers are never touched."""
         with self._lock:
             self._memory.clear()
         layer = self._writable_layer()
@@ -586,15 +610,15 @@ class KernelCache:
             return Removal(0, 0, 0)
         entries = freed = 0
         for vdir in layer.path.glob("v[0-9]*"):
-            if not vdir.is_dir():
-                continue
-            for path in vdir.rglob("*"):
-                if path.is_file():
-                    entries += path.suffix == ".json"
-                    freed += path.stat().st_size
-            shutil.rmtree(vdir, ignore_errors=True)
-        # The schema folder is the writability probe's location: recreate it for later writes.
-        (layer.path / f"v{env.CACHE_SCHEMA}").mkdir(parents=True, exist_ok=True)
+            metas, orphans, temps = _scan_schema(vdir)
+            # Metadata first: a reader then misses cleanly instead of finding a cubin-less entry.
+            freed += sum(_unlink(m) + _unlink(m.with_suffix(".cubin")) for m in metas)
+            freed += sum(_unlink(p) for p in orphans + temps)
+            entries += len(metas)
+            _remove_empty_folders(vdir)
+            if vdir.name != f"v{env.CACHE_SCHEMA}":
+                with contextlib.suppress(OSError):
+                    vdir.rmdir()  # an older schema's folder, empty now
         return Removal(entries, freed, 0)
 
 

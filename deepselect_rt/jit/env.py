@@ -34,6 +34,7 @@ Environment variables (read at call time, so tests and long-running processes ca
 from __future__ import annotations
 
 import getpass
+import math
 import os
 import re
 import tempfile
@@ -141,7 +142,8 @@ def arch_override() -> str | None:
 
 
 def lock_timeout() -> float:
-    """Seconds to wait for a compile lock. Raises ValueError if the variable is not a number."""
+    """Seconds to wait for a compile lock. Raises ValueError unless the variable is a finite
+    number >= 0."""
     value = _env(ENV_LOCK_TIMEOUT)
     if value is None:
         return DEFAULT_LOCK_TIMEOUT_S
@@ -149,8 +151,8 @@ def lock_timeout() -> float:
         seconds = float(value)
     except ValueError:
         raise ValueError(f"{ENV_LOCK_TIMEOUT}={value!r} is not a number of seconds") from None
-    if seconds < 0:
-        raise ValueError(f"{ENV_LOCK_TIMEOUT}={value!r} must be >= 0")
+    if not 0 <= seconds < math.inf:  # NaN too
+        raise ValueError(f"{ENV_LOCK_TIMEOUT}={value!r}: use a finite number of seconds >= 0")
     return seconds
 
 

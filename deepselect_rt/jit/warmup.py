@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 import warnings
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -19,7 +20,7 @@ from pathlib import Path
 
 from ..errors import CompileError
 from . import env
-from .cache import Compiler, KernelCache, default_cache
+from .cache import LOCKLESS_WARNING, Compiler, KernelCache, default_cache
 from .spec import KernelSpec
 
 
@@ -70,13 +71,19 @@ def _run_task(task: Task, into: Path | None) -> Outcome:
     return Outcome(task, resolved.origin, resolved.seconds, len(resolved.cubin))
 
 
+def _worker_init() -> None:
+    # Ctrl-C reaches the workers too (one process group): the default action ends one at once,
+    # even inside an NVRTC compile, where Python's handler would wait for the compile to end.
+    # What it was writing is a temp file, never a half entry (the cache's atomic writes).
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    warnings.filterwarnings("ignore", message=LOCKLESS_WARNING)  # check_target said it once
+
+
 def check_target(into: Path | None) -> Path:
     """The root warmup writes to. Raises OSError when it is not writable (a warmup that keeps
     nothing would silently waste its work)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the memory-only warning; we raise instead
-        cache = KernelCache(None, into, read_only=[]) if into is not None else default_cache()
-        root = cache.writable_root()
+    cache = KernelCache(None, into, read_only=[]) if into is not None else default_cache()
+    root = cache.writable_root()  # warns here, once, where compiles cannot take locks
     if root is None:
         raise OSError(f"cache root {cache.root} is not writable ({cache.unwritable_reason}); "
                       f"warmup would keep nothing")
@@ -89,7 +96,8 @@ def run(tasks: list[Task], *, jobs: int | None = None, into: Path | None = None,
 
     jobs: worker processes (default ``os.cpu_count()``; 1 runs inline). into: the cache root to
     fill (default: the user's cache with all its layers). on_done: called with each Outcome as it
-    finishes (for progress display). Raises OSError when the target root is not writable,
+    finishes (for progress display). Ctrl-C (KeyboardInterrupt) stops the workers and starts no
+    more tasks; entries already written stay. Raises OSError when the target root is not writable,
     ValueError for a malformed DEEPSELECT_RT_LOCK_TIMEOUT, BackendUnavailableError when a task's
     compiler is missing (``Compiler.require``).
     """
@@ -113,10 +121,14 @@ def run(tasks: list[Task], *, jobs: int | None = None, into: Path | None = None,
     else:
         # spawn, not fork: a forked child would inherit locks and NVRTC state mid-use.
         context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=_worker_init) as pool:
             futures = [pool.submit(_run_task, task, into) for task in tasks]
-            for future in as_completed(futures):
-                finish(future.result())
+            try:
+                for future in as_completed(futures):
+                    finish(future.result())
+            except KeyboardInterrupt:
+                pool.shutdown(wait=False, cancel_futures=True)  # start no more compiles
+                raise
     return [outcomes[t] for t in tasks]
 
 
