@@ -89,6 +89,21 @@ def test_cache_list_tells_writable_roots_without_creating_them(capsys, cache_env
     assert rc == 0 and f"user: {afile / 'cache'} (not writable)" in out.replace("\n", "")
 
 
+@pytest.mark.parametrize("name, value", [(config.ENV_ARCH, "garbage"), (config.ENV_CACHE_MAX_BYTES, "garbage"),
+                                         (config.ENV_LOCK_TIMEOUT, "nan")])
+@pytest.mark.parametrize("command", [["info"], ["warmup", "--arch", "sm_80", "--dtype", "float32", "--k", "8"]])
+def test_a_malformed_variable_is_one_error_before_any_output(capsys, monkeypatch, name, value, command):
+    monkeypatch.setenv(name, value)
+    rc, out, err = main(capsys, *command)
+    assert rc == 2 and out == "" and err.count("\n") == 1 and err.startswith(f"error: {name}")
+
+
+def test_info_lists_the_variables_set(capsys, cache_env, monkeypatch):
+    monkeypatch.setenv(config.ENV_ARCH, "compute_80")
+    rc, out, _ = main(capsys, "info")
+    assert rc == 0 and f"environment: {config.ENV_CACHE_DIR}={cache_env}, {config.ENV_ARCH}=compute_80" in out
+
+
 def test_a_relative_cache_dir_is_made_absolute(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("DEEPSELECT_RT_CACHE_DIR", "relative/dir")

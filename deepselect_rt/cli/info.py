@@ -19,8 +19,12 @@ def _info(args, out, err) -> int:
     from ..cuda.nvrtc import NVRTC_COMPILER
     from ..jit.cache import default_cache
     from ..jit.key import package_version
+    from .environment import checked_settings
 
+    settings = checked_settings()
     out.print(f"[bold]deepselect-rt[/] {package_version()}")
+    if settings:
+        out.print("environment: " + ", ".join(f"{name}={value}" for name, value in settings.items()), markup=False)
     devices, why_not = arch.probe()
     out.print(f"backend: {'cuda' if devices else 'none'}" + ("" if devices else f" ({why_not})"),
               markup=False)

@@ -37,7 +37,9 @@ def _warmup(args, out, err) -> int:
     from ..cuda.arch import resolve_archs
     from ..dtypes import INPUT_DTYPES
     from ..jit import env, warmup
+    from .environment import checked_settings
 
+    checked_settings()
     dtypes = split_values(args.dtype)
     for d in dtypes:
         if d not in INPUT_DTYPES:

@@ -212,8 +212,9 @@ def probe() -> tuple[list[DeviceInfo], str | None]:
 def resolve_archs(spec: str | None) -> list[str]:
     """Arch names from "sm_90a,100a" (normalised, duplicates dropped, order kept).
 
-    None means the archs of every visible GPU. Raises ValueError for an unknown arch,
-    BackendUnavailableError when None is given and there is no GPU or driver.
+    None means the archs whose kernels run on every visible GPU (``run_arch``: its own, or
+    ``DEEPSELECT_RT_ARCH``). Raises ValueError for an unknown arch, BackendUnavailableError when
+    None is given and there is no GPU or driver.
     """
     if spec is None:
         devices, why_not = probe()
@@ -221,7 +222,7 @@ def resolve_archs(spec: str | None) -> list[str]:
             raise BackendUnavailableError(
                 f"no GPU to warm up for ({why_not or 'no CUDA device visible'}); pass --arch, "
                 f"e.g. --arch {','.join(SUPPORTED_ARCHS)}, to compile without one")
-        names = [device_arch(d.ordinal) for d in devices]
+        names = [run_arch(d.ordinal) for d in devices]
     else:
         names = [normalise_arch(part) for part in spec.split(",") if part.strip()]
         if not names:
@@ -233,14 +234,25 @@ def run_arch(ordinal: int) -> str:
     """The arch whose kernels run on device ``ordinal``: ``DEEPSELECT_RT_ARCH`` when set (an
     older arch, or its PTX), else the device's own. Raises ValueError for a bad override,
     BackendUnavailableError for a device without kernels."""
-    override = env.arch_override()
-    if override is None:
+    arch = arch_override()
+    if arch is None:
         return device_arch(ordinal)
-    arch = normalise_arch(override)
     own = device_arch(ordinal)
     if arch_number(arch) > arch_number(own):
-        raise ValueError(f"{env.ENV_ARCH}={override!r} is newer than device {ordinal}'s {own}")
+        raise ValueError(f"{env.ENV_ARCH}={env.arch_override()!r} is newer than device {ordinal}'s {own}")
     return arch
+
+
+def arch_override() -> str | None:
+    """``DEEPSELECT_RT_ARCH`` normalised, or None where it is not set. Raises ValueError naming
+    the variable for an unknown arch."""
+    text = env.arch_override()
+    if text is None:
+        return None
+    try:
+        return normalise_arch(text)
+    except ValueError as exc:
+        raise ValueError(f"{env.ENV_ARCH}: {exc}") from None
 
 
 def run_limits(ordinal: int) -> tuple[int, bool]:

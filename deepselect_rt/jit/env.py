@@ -48,6 +48,7 @@ ENV_CACHE_MAX_BYTES = "DEEPSELECT_RT_CACHE_MAX_BYTES"
 ENV_LOCK_DIR = "DEEPSELECT_RT_LOCK_DIR"
 ENV_LOCK_TIMEOUT = "DEEPSELECT_RT_LOCK_TIMEOUT"
 ENV_ARCH = "DEEPSELECT_RT_ARCH"
+ENV_NAMES = (ENV_CACHE_DIR, ENV_CACHE_PATH, ENV_CACHE_MAX_BYTES, ENV_LOCK_DIR, ENV_LOCK_TIMEOUT, ENV_ARCH)
 
 # Bump when the on-disk layout or the key's fields change: old entries then live on, unread, in
 # their own v<N> folder until `deepselect-rt cache clear`.
@@ -71,6 +72,11 @@ NVRTC_INSTALL_HINT = "pip install 'deepselect-rt[cu13]'  (or [cu12] for a CUDA 1
 def _env(name: str) -> str | None:
     value = os.environ.get(name, "").strip()
     return value or None
+
+
+def settings() -> dict[str, str]:
+    """The variables of ``ENV_NAMES`` that are set (not empty), by name, as their text."""
+    return {name: value for name in ENV_NAMES if (value := _env(name)) is not None}
 
 
 def writable_cache_root() -> Path:
