@@ -460,15 +460,20 @@ def test_ascend_refuses_the_serving_options():
             backend.run(TopkRequest(**base, **extra))
 
 
-def test_torch_compile_refuses_the_serving_options(monkeypatch):
+@pytest.mark.parametrize("fullgraph", [False, True])
+def test_torch_compile_refuses_the_serving_options(fullgraph):
+    """Refused while tracing with a ValueError; under fullgraph=True torch wraps it in its own
+    Unsupported error, which carries the message."""
     torch = pytest.importorskip("torch")
-    from deepselect_rt import api
-
-    monkeypatch.setattr(api, "_torch_compiling", lambda obj: True)
-    with pytest.raises(ValueError, match="k_per_row: not supported under torch.compile"):
-        deepselect_rt.topk(torch.zeros(2, 4), 2, k_per_row=torch.ones(2, dtype=torch.int32))
-    with pytest.raises(ValueError, match="ragged_topk: not supported under torch.compile"):
-        deepselect_rt.ragged_topk(torch.zeros(4), torch.tensor([0, 4], dtype=torch.int32), 2)
+    refused = torch._dynamo.exc.Unsupported if fullgraph else ValueError
+    k = torch.ones(2, dtype=torch.int32)
+    cu = torch.tensor([0, 4], dtype=torch.int32)
+    calls = ((lambda x: deepselect_rt.topk(x, 2, k_per_row=k), "k_per_row"),
+             (lambda x: deepselect_rt.ragged_topk(x[0], cu, 2), "ragged_topk"))
+    for f, name in calls:
+        torch._dynamo.reset()
+        with pytest.raises(refused, match=f"{name}: not supported under torch.compile"):
+            torch.compile(f, fullgraph=fullgraph, backend="eager")(torch.zeros(2, 4))
 
 
 # --- the kernel side's mirrors ----------------------------------------------------------------------
