@@ -136,13 +136,21 @@ def decode_step(args) -> float:
     return err
 
 
+def positive_int(text: str) -> int:
+    """An argparse type: an integer of at least 1, so 0 or less is a usage error, not a traceback."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--batch", type=int, default=4)
-    parser.add_argument("--max-len", type=int, default=700)
-    parser.add_argument("--page-size", type=int, default=16)
-    parser.add_argument("--topk", type=int, default=64)
+    parser.add_argument("--batch", type=positive_int, default=4)
+    parser.add_argument("--max-len", type=positive_int, default=700)
+    parser.add_argument("--page-size", type=positive_int, default=16)
+    parser.add_argument("--topk", type=positive_int, default=64)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     err = decode_step(args)

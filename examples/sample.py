@@ -59,12 +59,20 @@ def check(logits, k, temperature, top_p, tokens, ids, values) -> None:
             assert (torch.cumsum(p, 0) - p)[rank] < top_p[b].cpu(), f"request {b}: token outside the top-p"
 
 
+def positive_int(text: str) -> int:
+    """An argparse type: an integer of at least 1, so 0 or less is a usage error, not a traceback."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--batch", type=int, default=8)
-    parser.add_argument("--vocab", type=int, default=32000)
-    parser.add_argument("--max-k", type=int, default=50)
+    parser.add_argument("--batch", type=positive_int, default=8)
+    parser.add_argument("--vocab", type=positive_int, default=32000)
+    parser.add_argument("--max-k", type=positive_int, default=50)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     device = torch.device(args.device)

@@ -15,6 +15,7 @@ of the whole rows, the same sampling; the top-k must agree bit for bit and the t
 from __future__ import annotations
 
 import argparse
+import math
 import os
 
 import torch
@@ -55,14 +56,31 @@ def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a.dtype == b.dtype and a.shape == b.shape and torch.equal(a.view(bits), b.view(bits))
 
 
+def positive_int(text: str) -> int:
+    """An argparse type: an integer of at least 1, so 0 or less is a usage error, not a traceback."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """An argparse type: a finite number above 0 (a temperature divides the logits)."""
+    value = float(text)
+    if not 0 < value < math.inf:
+        raise argparse.ArgumentTypeError(f"expected a positive finite number, got {text}")
+    return value
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--vocab", type=int, default=32003, help="vocabulary size (any, need not divide evenly)")
-    parser.add_argument("--hidden", type=int, default=256, help="hidden size")
-    parser.add_argument("--rows", type=int, default=4, help="sequences decoded together (the batch)")
-    parser.add_argument("--k", type=int, default=50, help="top-k of the sampler")
-    parser.add_argument("--steps", type=int, default=3, help="decode steps")
-    parser.add_argument("--temperature", type=float, default=0.8)
+    parser.add_argument("--vocab", type=positive_int, default=32003,
+                        help="vocabulary size (any, need not divide evenly)")
+    parser.add_argument("--hidden", type=positive_int, default=256, help="hidden size")
+    parser.add_argument("--rows", type=positive_int, default=4, help="sequences decoded together (the batch)")
+    parser.add_argument("--k", type=positive_int, default=50, help="top-k of the sampler")
+    parser.add_argument("--steps", type=positive_int, default=3, help="decode steps")
+    parser.add_argument("--temperature", type=positive_float, default=0.8)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
 

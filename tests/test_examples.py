@@ -27,6 +27,25 @@ def test_example_on_the_cpu(script, args):
     assert " ok on cpu" in run(script, [*args, "--device", "cpu"])
 
 
+NON_POSITIVE = [("dsa_decode.py", "--batch", "0"), ("dsa_decode.py", "--max-len", "-1"),
+                ("dsa_decode.py", "--page-size", "0"), ("dsa_decode.py", "--topk", "0"),
+                ("sample.py", "--batch", "-3"), ("sample.py", "--vocab", "0"), ("sample.py", "--max-k", "0"),
+                *[("vocab_parallel_sampling.py", option, "0")
+                  for option in ("--vocab", "--hidden", "--rows", "--k", "--steps", "--temperature")],
+                ("vocab_parallel_sampling.py", "--temperature", "nan")]
+
+
+@pytest.mark.parametrize("script,option,value", NON_POSITIVE)
+def test_example_refuses_a_non_positive_number(script, option, value):
+    """A usage error naming the option and what it takes, before any work, rather than a traceback."""
+    pytest.importorskip("torch")
+    done = subprocess.run([sys.executable, str(EXAMPLES / script), option, value], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr
+    assert f"error: argument {option}: expected a positive" in done.stderr
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("script,args", RUNS + [("dsa_decode.py", ["--batch", "64", "--max-len", "20000",
                                                                     "--topk", "2048", "--page-size", "64"])])
