@@ -93,7 +93,9 @@ def dense_masked_attention(q, k_cache, v_cache, slots, positions, fill):
 def decode_step(args) -> float:
     device = torch.device(args.device)
     gen = torch.Generator().manual_seed(args.seed)
-    lengths = [int(n) for n in torch.randint(args.topk // 2, args.max_len + 1, (args.batch,), generator=gen)]
+    # Lengths from topk / 2 up (from any length when max_len is shorter), the longest max_len.
+    shortest = min(args.topk // 2, args.max_len)
+    lengths = [int(n) for n in torch.randint(shortest, args.max_len + 1, (args.batch,), generator=gen)]
     lengths[0] = args.max_len
     d_model, dim, idx_dim, heads, idx_heads = 64, 32, 16, 4, 4
     table, k_cache, v_cache, idx_k_cache = build_cache(lengths, args.page_size, dim, idx_dim, gen, device)

@@ -75,6 +75,8 @@ def main(argv=None) -> None:
     parser.add_argument("--max-k", type=positive_int, default=50)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
+    if args.max_k > args.vocab:  # a k_i above the vocabulary leaves fills among the candidates
+        parser.error(f"argument --max-k: expected at most --vocab ({args.vocab}), got {args.max_k}")
     device = torch.device(args.device)
     gen = torch.Generator().manual_seed(args.seed)
     logits = (torch.randn(args.batch, args.vocab, generator=gen) * 3).to(torch.bfloat16).to(device)

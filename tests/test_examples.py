@@ -11,7 +11,8 @@ import pytest
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 RUNS = [("dsa_decode.py", []), ("dsa_decode.py", ["--batch", "5", "--page-size", "1", "--topk", "96"]),
-        ("sample.py", ["--vocab", "4000"])]
+        ("sample.py", ["--vocab", "4000"]), ("dsa_decode.py", ["--max-len", "10"]),
+        ("sample.py", ["--vocab", "20", "--max-k", "20"])]
 
 
 def run(script: str, args: list[str]) -> str:
@@ -44,6 +45,14 @@ def test_example_refuses_a_non_positive_number(script, option, value):
     assert done.returncode == 2, done.stderr[-3000:]
     assert "Traceback" not in done.stderr
     assert f"error: argument {option}: expected a positive" in done.stderr
+
+
+def test_sample_refuses_a_k_above_the_vocabulary():
+    pytest.importorskip("torch")
+    done = subprocess.run([sys.executable, str(EXAMPLES / "sample.py"), "--vocab", "10"], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert "error: argument --max-k: expected at most --vocab (10), got 50" in done.stderr
 
 
 @pytest.mark.gpu
