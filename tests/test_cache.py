@@ -493,6 +493,18 @@ def test_parse_size_says_a_negative_size_is_negative(bad):
         config.parse_size(bad, what="--max-size")
 
 
+@pytest.mark.parametrize("bad", ["9" * 400, "9" * 306 + "T"])
+def test_parse_size_says_an_infinite_size_is_too_large(bad):
+    with pytest.raises(ValueError, match="--max-size: .* is too large; a size must be a finite number of bytes"):
+        config.parse_size(bad, what="--max-size")
+
+
+@pytest.mark.parametrize("size, text", [(1023, "1023 B"), (5000, "4.9 KiB"), (3 << 30, "3.0 GiB"), (5 << 40, "5.0 TiB"),
+                                        (3 << 50, "3.0 PiB"), (2 << 60, "2.0 EiB"), (2048 << 60, "2048.0 EiB")])
+def test_format_size(size, text):
+    assert config.format_size(size) == text
+
+
 def test_cap_smaller_than_a_kernel_warns_and_keeps_it_in_memory(cache_env, monkeypatch):
     monkeypatch.setattr(cache_mod, "_warned", set())
     monkeypatch.setenv(config.ENV_CACHE_MAX_BYTES, "10")

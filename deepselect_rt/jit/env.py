@@ -169,7 +169,7 @@ _SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 def parse_size(text: str, *, what: str = "size") -> int:
     """Parse "500M", "2G", "1.5GiB", "4096" into bytes (units are powers of 1024).
 
-    Raises ValueError naming ``what`` for anything else.
+    Raises ValueError naming ``what`` for anything else, or for a size too large to hold.
     """
     match = _SIZE_RE.match(str(text))
     if not match and _SIZE_RE.match(str(text).strip().removeprefix("-")):
@@ -178,15 +178,18 @@ def parse_size(text: str, *, what: str = "size") -> int:
         raise ValueError(f"{what}: cannot parse {text!r}; use a byte count or a number with "
                          "K, M, G or T (powers of 1024), e.g. 500M or 2G")
     number, unit = match.groups()
-    return int(float(number) * _SIZE_UNITS[unit.lower()])
+    size = float(number) * _SIZE_UNITS[unit.lower()]
+    if math.isinf(size):  # a long digit string overflows the float
+        raise ValueError(f"{what}: {text!r} is too large; a size must be a finite number of bytes, e.g. 500M or 2G")
+    return int(size)
 
 
 def format_size(n: int) -> str:
-    """Bytes as a short human string ("4.9 KiB")."""
+    """Bytes as a short human string ("4.9 KiB"); past 1024 EiB the EiB count grows."""
     if n < 1024:
         return f"{n} B"
     size, unit = float(n), "B"
-    for unit in ("KiB", "MiB", "GiB"):
+    for unit in ("KiB", "MiB", "GiB", "TiB", "PiB", "EiB"):
         size /= 1024
         if size < 1024:
             break
