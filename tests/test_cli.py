@@ -164,6 +164,21 @@ def test_cache_commands(capsys, cache_env):
     assert KernelCache(NVRTC_COMPILER).list_entries() == []
 
 
+def test_cache_list_counts_the_files_it_leaves_out(capsys, cache_env):
+    """Metadata that cannot be read and cubins without metadata are not entries the table can
+    show; a last line counts them and names the command that says what is wrong."""
+    cache = KernelCache(NVRTC_COMPILER)
+    cache.resolve(PROBE, "sm_90a")
+    rc, out, _ = main(capsys, "cache", "list")
+    assert rc == 0 and "not readable" not in out
+    cache.resolve(V2, "sm_80").path.with_suffix(".json").write_text("{not json")
+    cache.resolve(V2, "sm_90a").path.with_suffix(".json").unlink()
+    rc, out, _ = main(capsys, "cache", "list")
+    assert rc == 0 and "1 cached kernel(s)" in out
+    last = out.rstrip().splitlines()[-1]
+    assert last == "2 files are not readable entries (not listed); run `deepselect-rt cache verify`"
+
+
 @pytest.mark.parametrize("args, message", [
     (("warmup", "--arch", "sm_99"), "unsupported GPU architecture 'sm_99'"),
     (("warmup", "--arch", "sm_100f"), "unsupported GPU architecture 'sm_100f'"),

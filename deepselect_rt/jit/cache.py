@@ -197,6 +197,12 @@ def _check_entry(meta_path: Path) -> tuple[dict, bytes]:
     return meta, data
 
 
+def _unlisted(metas: list[Path], entries: list[Entry]) -> list[Path]:
+    """The metadata files among ``metas`` that list_entries could not read into ``entries``."""
+    listed = {e.cubin_path.with_suffix(".json") for e in entries}
+    return [m for m in metas if m not in listed]
+
+
 def _is_stale_temp(path: Path, now: float) -> bool:
     try:
         return now - path.stat().st_mtime > env.STALE_TMP_AGE_S
@@ -531,6 +537,15 @@ class KernelCache:
                     layer=layer, cubin_path=cubin_path))
         return entries
 
+    def unlisted_files(self, entries: list[Entry]) -> list[Path]:
+        """Files of every layer that are none of ``entries`` (from list_entries): metadata that
+        cannot be read or whose cubin is gone, and cubins without metadata; verify() says why."""
+        left_out = []
+        for layer in self.layers():
+            metas, orphans, _ = self._scan(layer)
+            left_out += _unlisted(metas, entries) + orphans
+        return left_out
+
     def verify(self, *, fix: bool = False) -> tuple[int, list[Problem]]:
         """Re-hash every entry of every layer.
 
@@ -581,8 +596,7 @@ class KernelCache:
         freed = sum(_unlink(p) for p in orphans if _is_stale_temp(p, now))
         freed += sum(_unlink(p) for p in temps if _is_stale_temp(p, now))
         entries = sorted(self.list_entries([layer]), key=lambda e: e.last_used)
-        listed = {e.cubin_path.with_suffix(".json") for e in entries}
-        unreadable = [m for m in metas if m not in listed]  # a writer renames the cubin first
+        unreadable = _unlisted(metas, entries)  # a writer renames the cubin first
         freed += sum(_unlink(m) + _unlink(m.with_suffix(".cubin")) for m in unreadable)
         total = sum(e.disk_bytes for e in entries)
         removed = len(unreadable)
