@@ -505,6 +505,12 @@ def test_format_size(size, text):
     assert config.format_size(size) == text
 
 
+@pytest.mark.parametrize("size", [5000, 3 << 30, 5 << 40, 3 << 50, 2 << 60])
+def test_what_format_size_prints_parses_back(size):
+    text = config.format_size(size)
+    assert abs(config.parse_size(text.replace(" ", "")) - size) <= size / 100
+
+
 def test_cap_smaller_than_a_kernel_warns_and_keeps_it_in_memory(cache_env, monkeypatch):
     monkeypatch.setattr(cache_mod, "_warned", set())
     monkeypatch.setenv(config.ENV_CACHE_MAX_BYTES, "10")

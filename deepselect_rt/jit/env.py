@@ -162,8 +162,9 @@ def lock_timeout() -> float:
     return seconds
 
 
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
-_SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtpe]?)(?:i?b)?\s*$", re.IGNORECASE)
+# format_size's units, so whatever it prints parses back.
+_SIZE_UNITS = {unit: 1 << (10 * power) for power, unit in enumerate(("", "k", "m", "g", "t", "p", "e"))}
 
 
 def parse_size(text: str, *, what: str = "size") -> int:
@@ -176,7 +177,7 @@ def parse_size(text: str, *, what: str = "size") -> int:
         raise ValueError(f"{what}: {text!r} is negative; a size is a byte count of 0 or more, e.g. 500M or 2G")
     if not match:
         raise ValueError(f"{what}: cannot parse {text!r}; use a byte count or a number with "
-                         "K, M, G or T (powers of 1024), e.g. 500M or 2G")
+                         "K, M, G, T, P or E (powers of 1024), e.g. 500M or 2G")
     number, unit = match.groups()
     size = float(number) * _SIZE_UNITS[unit.lower()]
     if math.isinf(size):  # a long digit string overflows the float
