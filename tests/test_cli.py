@@ -164,7 +164,7 @@ def test_cache_commands(capsys, cache_env):
     assert KernelCache(NVRTC_COMPILER).list_entries() == []
 
 
-def test_cache_list_counts_the_files_it_leaves_out(capsys, cache_env):
+def test_cache_list_and_info_count_the_files_they_leave_out(capsys, cache_env):
     """Metadata that cannot be read and cubins without metadata are not entries the table can
     show; a last line counts them and names the command that says what is wrong."""
     cache = KernelCache(NVRTC_COMPILER)
@@ -177,6 +177,8 @@ def test_cache_list_counts_the_files_it_leaves_out(capsys, cache_env):
     assert rc == 0 and "1 cached kernel(s)" in out
     last = out.rstrip().splitlines()[-1]
     assert last == "2 files are not readable entries (not listed); run `deepselect-rt cache verify`"
+    rc, out, _ = main(capsys, "info")
+    assert rc == 0 and "\n2 files are not readable entries (not listed)" in out
 
 
 @pytest.mark.parametrize("args, message", [

@@ -44,12 +44,13 @@ def _cache_list(args, out, err) -> int:
         out.print(f"{layer.kind}: {layer.path}" + ("" if layer.writable or layer.kind != "user"
                                                    else " (not writable)"), markup=False)
     print_skipped_paths(out)
-    _print_unlisted(cache, entries, out)
+    print_unlisted(cache, entries, out)
     return 0
 
 
-def _print_unlisted(cache, entries, out) -> None:
-    # Without this line the table's count reads as the whole cache while bad entries sit on disk.
+def print_unlisted(cache, entries, out) -> None:
+    """One line counting the files of ``cache`` that are none of ``entries`` (list_entries'), if
+    any: without it a table's count reads as the whole cache while bad entries sit on disk."""
     count = len(cache.unlisted_files(entries))
     if count:
         what = "1 file is not a readable entry" if count == 1 else f"{count} files are not readable entries"

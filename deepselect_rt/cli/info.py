@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .cache import print_skipped_paths
+from .cache import print_skipped_paths, print_unlisted
 from .console import variant_column
 
 
@@ -108,6 +108,7 @@ def _print_layers(out, cache, entries) -> None:
                       str(len(mine)), env.format_size(sum(e.disk_bytes for e in mine)))
     out.print(table)
     print_skipped_paths(out)
+    print_unlisted(cache, entries, out)
 
 
 def _print_cached_variants(out, cache, archs, *, for_devices: bool) -> None:
