@@ -375,26 +375,54 @@ def test_warmup_without_a_lock_folder_warns_once(tmp_path):
     assert result.stderr.count("cannot make the compile lock folder") == 1 and "DEEPSELECT_RT_LOCK_DIR" in result.stderr
 
 
-def test_ctrl_c_stops_warmup_at_once_with_one_line(tmp_path):
-    """SIGINT to the process group (a terminal's Ctrl-C) mid-warmup: the workers end inside their
-    compiles, so not every kernel is built; one line and exit code 130, no traceback."""
-    root = tmp_path / "c"
+def _start_warmup(root: Path) -> subprocess.Popen:
+    """`warmup --jobs 2` of sm_90a's kernels into ``root``, in its own process group, once its
+    first entry is written (both workers past their start)."""
     full = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
     proc = subprocess.Popen([sys.executable, "-m", "deepselect_rt.cli", "warmup", "--arch", "sm_90a", "--jobs", "2",
                              "--into", str(root)], env=full, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
+    for _ in range(3000):
+        if proc.poll() is not None or any(root.rglob("*.cubin")):
+            break
+        time.sleep(0.1)
+    if proc.poll() is not None:
+        pytest.fail(f"warmup ended before any entry was written: {proc.communicate()[1]}")
+    return proc
+
+
+def _finish(proc: subprocess.Popen) -> str:
+    """The stderr of ``proc`` once it ends (killed if it has not within two minutes)."""
     try:
-        for _ in range(3000):  # the first whole entry: both workers are past their start
-            if proc.poll() is not None or any(root.rglob("*.cubin")):
-                break
-            time.sleep(0.1)
-        assert proc.poll() is None, "warmup ended before any entry was written"
-        os.killpg(proc.pid, signal.SIGINT)
-        _, err = proc.communicate(timeout=120)
+        return proc.communicate(timeout=120)[1]
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-    assert proc.returncode == 130 and err.strip().endswith("interrupted") and "Traceback" not in err
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="finds the workers through Linux's /proc")
+def test_a_killed_worker_fails_its_tasks_without_a_traceback(tmp_path):
+    """A worker killed mid-compile (the OOM killer, say) fails the tasks it and the pool had left,
+    each reported; the run still ends with its table and exit code 1."""
+    root = tmp_path / "c"
+    proc = _start_warmup(root)
+    children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+    workers = [int(c) for c in children if b"spawn_main" in Path(f"/proc/{c}/cmdline").read_bytes()]
+    assert workers
+    os.kill(workers[0], signal.SIGKILL)
+    err = _finish(proc)
+    assert proc.returncode == 1 and "Traceback" not in err, err
+    assert "its worker process ended before the compile did" in err
+
+
+def test_ctrl_c_stops_warmup_at_once_with_one_line(tmp_path):
+    """SIGINT to the process group (a terminal's Ctrl-C) mid-warmup: the workers end inside their
+    compiles, so not every kernel is built; one line and exit code 130, no traceback."""
+    root = tmp_path / "c"
+    proc = _start_warmup(root)
+    os.killpg(proc.pid, signal.SIGINT)
+    err = _finish(proc)
+    assert proc.returncode == 130 and err.strip().endswith("interrupted") and "Traceback" not in err, err
     assert len(list(root.rglob("*.cubin"))) < len(default_variants("sm_90a"))
 
 

@@ -10,11 +10,14 @@ container images get their pre-built cubins.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import signal
+import threading
 import warnings
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -79,6 +82,29 @@ def _worker_init() -> None:
     warnings.filterwarnings("ignore", message=LOCKLESS_WARNING)  # check_target said it once
 
 
+@contextlib.contextmanager
+def _workers_start_deaf():
+    """Workers started inside ignore Ctrl-C (spawn keeps an ignored signal) until _worker_init:
+    one interrupted while Python starts up would print a traceback. The pool starts its
+    workers in ``submit``. Only the main thread may set signal handlers; elsewhere a no-op."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _result(future, task: Task) -> Outcome:
+    try:
+        return future.result()
+    except BrokenProcessPool:  # a worker was killed (Ctrl-C, the OOM killer) or crashed
+        return Outcome(task, "failed", error="its worker process ended before the compile did (killed, "
+                                             "or out of memory)")
+
+
 def check_target(into: Path | None) -> Path:
     """The root warmup writes to. Raises OSError when it is not writable (a warmup that keeps
     nothing would silently waste its work)."""
@@ -122,10 +148,11 @@ def run(tasks: list[Task], *, jobs: int | None = None, into: Path | None = None,
         # spawn, not fork: a forked child would inherit locks and NVRTC state mid-use.
         context = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=_worker_init) as pool:
-            futures = [pool.submit(_run_task, task, into) for task in tasks]
+            with _workers_start_deaf():
+                futures = {pool.submit(_run_task, task, into): task for task in tasks}
             try:
                 for future in as_completed(futures):
-                    finish(future.result())
+                    finish(_result(future, futures[future]))
             except KeyboardInterrupt:
                 pool.shutdown(wait=False, cancel_futures=True)  # start no more compiles
                 raise
