@@ -259,6 +259,14 @@ def test_from_json_rejects_bad_results(capsys, tmp_path, change):
     assert rc == 2 and "bad.json" in err and "not a file written by deepselect-rt bench --json" in err
 
 
+@pytest.mark.parametrize("doc", [{"results": None}, {"results": {}}, {"meta": {}}, "results"])
+def test_from_json_without_a_results_list_says_so(capsys, tmp_path, doc):
+    saved = tmp_path / "bad.json"
+    saved.write_text(json.dumps(doc))
+    rc, _, err = main(capsys, "bench", "--from-json", str(saved))
+    assert rc == 2 and err.strip().endswith('not a file written by deepselect-rt bench --json (no "results" list)')
+
+
 def test_table_shows_small_bandwidths(capsys, tmp_path):
     case = bench.Case("indexer", "bfloat16", 1, 131072, 512, "int32", False, False)
     saved = tmp_path / "small.json"

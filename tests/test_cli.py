@@ -426,9 +426,12 @@ def test_ctrl_c_stops_warmup_at_once_with_one_line(tmp_path):
     assert len(list(root.rglob("*.cubin"))) < len(default_variants("sm_90a"))
 
 
-def test_an_unknown_option_is_reported_with_its_commands_usage(capsys):
+@pytest.mark.parametrize("command, usage", [(["info"], "info [-h]"),
+                                            (["cache", "prune", "--max-size", "1G"], "cache prune [-h] --max-size SIZE"),
+                                            (["cache", "clear"], "cache clear [-h]")])
+def test_an_unknown_option_is_reported_with_its_commands_usage(capsys, command, usage):
     with pytest.raises(SystemExit) as exit_:
-        cli.main(["info", "--x"])
+        cli.main([*command, "--x"])
     err = capsys.readouterr().err
     assert exit_.value.code == 2
-    assert "usage: deepselect-rt info" in err and "unrecognized arguments: --x" in err
+    assert f"usage: deepselect-rt {usage}" in err and "unrecognized arguments: --x" in err

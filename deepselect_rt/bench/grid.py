@@ -256,7 +256,7 @@ def load_json(path) -> tuple[list[Result], HostOverhead | None, dict]:
         doc = json.loads(Path(path).read_text())
         if isinstance(doc, list):
             doc = {"results": doc}
-        if not isinstance(doc, dict) or "results" not in doc:
+        if not isinstance(doc, dict) or not isinstance(doc.get("results"), list):
             raise ValueError("no \"results\" list")
         results = [Result.from_dict(d) for d in doc["results"]]
         host = HostOverhead(**doc["host"]) if doc.get("host") else None

@@ -22,6 +22,8 @@ def register(subparsers) -> None:
     prune.add_argument("--max-size", required=True, metavar="SIZE",
                        help="size to shrink to, e.g. 500M or 2G")
     prune.set_defaults(handler=_cache_prune)
+    for command_parser in sub.choices.values():  # a bad option gets `cache <command>`'s usage
+        command_parser.set_defaults(command_parser=command_parser)
 
 
 def _cache_list(args, out, err) -> int:
