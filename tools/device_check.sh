@@ -10,7 +10,8 @@ usage="usage: bash tools/device_check.sh [quick|full|middle]  (GPU machine; resu
   middle: a dispatch change at 1-512 rows: the split tests, natively and as compute_80/86/89
           PTX; the bench grid's 1-512-row cases, after the same cases of the tree in .carry/before
           (\`git archive REF | tar -x -C .carry/before\`) where there is one, then --against them;
-          the read roof with ours at 1-512 rows; FlashInfer's top_k where .peers/flashinfer is"
+          the read roof with ours at 1-512 rows; FlashInfer's top_k where .peers/flashinfer is;
+          tools/tune_split.py at 16-512 rows (every way to split a row beside the rule's pick)"
 mode=${1:-quick}
 case "$mode" in
   quick|full|middle) ;;
@@ -56,6 +57,9 @@ if [ "$mode" = middle ]; then
   if [ -f .peers/flashinfer/run_fi.py ]; then
     python3 .peers/flashinfer/run_fi.py 2>&1 | tee "$OUT/flashinfer.log" | tail -20
   fi
+  # Last, as the longest: every way to split a row beside the rule's pick (the dispatch table).
+  python3 tools/tune_split.py --rows 16,64,256,512 --widths 64K,256K,1M --json "$OUT/tune.json" 2>&1 \
+    | tee "$OUT/tune.log" | tail -30
   exit 0
 fi
 
