@@ -92,9 +92,10 @@ def topk(local, k, *, group=None, dst=None, width_offsets=None, sorted=False, be
             elements come by ascending global index, as in ``deepselect_rt.topk``.
         begin, end: optional ``(rows,)`` int32/int64 tensors on ``local``'s device, GLOBAL
             columns: row i selects from ``[begin[i], end[i])`` of the whole row (defaults 0 and
-            the global width), the same tensor values on every rank (only their maxima are
-            compared between ranks). Each rank clips them to its shard. CPU tensors must satisfy ``0 <= begin <= end <= global width``; CUDA tensors
-            are clamped into that range, without a sync.
+            the global width), the same tensor values on every rank: they are not compared
+            between ranks. Each rank clips them to its shard. CPU tensors must satisfy
+            ``0 <= begin <= end <= global width``; CUDA tensors are clamped into that range,
+            without a sync.
         indices_type: "int32" or "int64" (default; a string, NumPy or torch dtype). int32 needs
             a global width of at most 2**31.
         return_value: when False the values are not returned (None); they are still exchanged,

@@ -459,12 +459,18 @@ def test_clear_removes_entries_only(cache_env):
     """Files in the writable root that are not entries (someone else's) stay."""
     cache = KernelCache(NVRTC_COMPILER)
     cache.resolve(V1, ARCH)
-    mine = cache_env / f"v{config.CACHE_SCHEMA}" / "sub" / "mine.txt"
-    mine.parent.mkdir(parents=True)
-    mine.write_text("x")
+    schema = cache_env / f"v{config.CACHE_SCHEMA}"
+    mine = [schema / "sub" / "mine.txt", schema / "sm_90a" / "ab" / "notes.json"]
+    for path in mine:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("x")
+    older = cache_env / "v0" / "sm_90a" / "ab"
+    older.mkdir(parents=True)
+    (older / ("ab" + "0" * 62 + ".json")).write_text("{}")
     removed = cache.clear()
-    assert removed.entries == 1 and removed.freed_bytes > 1
-    assert cache.list_entries() == [] and mine.read_text() == "x"
+    assert removed.entries == 2 and removed.freed_bytes > 1
+    assert cache.list_entries() == [] and all(path.read_text() == "x" for path in mine)
+    assert not (cache_env / "v0").exists()
 
 
 def test_default_cache_follows_environment(tmp_path, monkeypatch):

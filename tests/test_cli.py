@@ -37,7 +37,7 @@ V2 = KernelSpec("probe", threads=128)
 def cache_env(tmp_path, monkeypatch):
     root = tmp_path / "cache"
     monkeypatch.setenv(config.ENV_CACHE_DIR, str(root))
-    for name in (config.ENV_CACHE_PATH, config.ENV_CACHE_MAX_BYTES):
+    for name in set(config.ENV_NAMES) - {config.ENV_CACHE_DIR}:
         monkeypatch.delenv(name, raising=False)
     return root
 
@@ -79,6 +79,23 @@ def test_reading_commands_create_no_cache_folder(capsys, cache_env, command):
     assert rc == 0 and not cache_env.exists()
 
 
+def test_info_looks_kernels_up_without_creating_the_cache_folder(capsys, cache_env, monkeypatch, tmp_path):
+    """A read-only layer with entries makes info look each default variant up in every layer."""
+    baked = tmp_path / "baked"
+    KernelCache(NVRTC_COMPILER, baked, read_only=[]).resolve(PROBE, "sm_90a")
+    monkeypatch.setenv(config.ENV_CACHE_PATH, str(baked))
+    rc, out, _ = main(capsys, "info")
+    assert rc == 0 and "sm_90a" in out and not cache_env.exists()
+
+
+def test_a_dangling_link_as_cache_root_is_not_writable(capsys, cache_env, monkeypatch, tmp_path):
+    link = tmp_path / "link"
+    link.symlink_to(tmp_path / "gone")
+    monkeypatch.setenv(config.ENV_CACHE_DIR, str(link))
+    rc, out, _ = main(capsys, "cache", "list")
+    assert rc == 0 and f"user: {link} (not writable)" in out.replace("\n", "")
+
+
 def test_cache_list_tells_writable_roots_without_creating_them(capsys, cache_env, monkeypatch, tmp_path):
     rc, out, _ = main(capsys, "cache", "list")
     assert rc == 0 and f"user: {cache_env}\n" in out and not cache_env.exists()
@@ -89,8 +106,8 @@ def test_cache_list_tells_writable_roots_without_creating_them(capsys, cache_env
     assert rc == 0 and f"user: {afile / 'cache'} (not writable)" in out.replace("\n", "")
 
 
-@pytest.mark.parametrize("name, value", [(config.ENV_ARCH, "garbage"), (config.ENV_CACHE_MAX_BYTES, "garbage"),
-                                         (config.ENV_LOCK_TIMEOUT, "nan")])
+@pytest.mark.parametrize("name, value", [(config.ENV_ARCH, "garbage"), (config.ENV_ARCH, "native"),
+                                         (config.ENV_CACHE_MAX_BYTES, "garbage"), (config.ENV_LOCK_TIMEOUT, "nan")])
 @pytest.mark.parametrize("command", [["info"], ["warmup", "--arch", "sm_80", "--dtype", "float32", "--k", "8"]])
 def test_a_malformed_variable_is_one_error_before_any_output(capsys, monkeypatch, name, value, command):
     monkeypatch.setenv(name, value)
@@ -379,9 +396,12 @@ def _start_warmup(root: Path) -> subprocess.Popen:
     """`warmup --jobs 2` of sm_90a's kernels into ``root``, in its own process group, once its
     first entry is written (both workers past their start)."""
     full = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+    # SIGINT's default disposition: a runner that started these tests in the background has it
+    # ignored, which the command would inherit and honour.
     proc = subprocess.Popen([sys.executable, "-m", "deepselect_rt.cli", "warmup", "--arch", "sm_90a", "--jobs", "2",
                              "--into", str(root)], env=full, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
+                            text=True, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     for _ in range(3000):
         if proc.poll() is not None or any(root.rglob("*.cubin")):
             break
@@ -400,7 +420,8 @@ def _finish(proc: subprocess.Popen) -> str:
             os.killpg(proc.pid, signal.SIGKILL)
 
 
-@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="finds the workers through Linux's /proc")
+@pytest.mark.skipif(not Path(f"/proc/self/task/{os.getpid()}/children").exists(),
+                    reason="finds the workers through Linux's /proc/PID/task/TID/children")
 def test_a_killed_worker_fails_its_tasks_without_a_traceback(tmp_path):
     """A worker killed mid-compile (the OOM killer, say) fails the tasks it and the pool had left,
     each reported; the run still ends with its table and exit code 1."""
@@ -412,17 +433,19 @@ def test_a_killed_worker_fails_its_tasks_without_a_traceback(tmp_path):
     os.kill(workers[0], signal.SIGKILL)
     err = _finish(proc)
     assert proc.returncode == 1 and "Traceback" not in err, err
-    assert "its worker process ended before the compile did" in err
+    assert "the worker pool broke before this task finished" in err
 
 
-def test_ctrl_c_stops_warmup_at_once_with_one_line(tmp_path):
-    """SIGINT to the process group (a terminal's Ctrl-C) mid-warmup: the workers end inside their
-    compiles, so not every kernel is built; one line and exit code 130, no traceback."""
+@pytest.mark.parametrize("to", ["group", "command"])
+def test_ctrl_c_stops_warmup_at_once_with_one_line(tmp_path, to):
+    """SIGINT mid-warmup, to the process group (a terminal's Ctrl-C) or to the command alone:
+    the workers end inside their compiles, so not every kernel is built; one line, no
+    traceback, and the command ends by SIGINT (a shell's 130), so a loop running it stops."""
     root = tmp_path / "c"
     proc = _start_warmup(root)
-    os.killpg(proc.pid, signal.SIGINT)
+    (os.killpg if to == "group" else os.kill)(proc.pid, signal.SIGINT)
     err = _finish(proc)
-    assert proc.returncode == 130 and err.strip().endswith("interrupted") and "Traceback" not in err, err
+    assert proc.returncode == -signal.SIGINT and err.strip().endswith("interrupted") and "Traceback" not in err, err
     assert len(list(root.rglob("*.cubin"))) < len(default_variants("sm_90a"))
 
 

@@ -1,7 +1,5 @@
 """``python -m deepselect_rt.cli``: the ``deepselect-rt`` command."""
 
-import sys
+from .main import run
 
-from .main import main
-
-sys.exit(main())
+run()

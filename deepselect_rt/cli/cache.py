@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from .console import variant_column
+from .console import own_usage, variant_column
 
 
 def register(subparsers) -> None:
@@ -22,8 +22,7 @@ def register(subparsers) -> None:
     prune.add_argument("--max-size", required=True, metavar="SIZE",
                        help="size to shrink to, e.g. 500M or 2G")
     prune.set_defaults(handler=_cache_prune)
-    for command_parser in sub.choices.values():  # a bad option gets `cache <command>`'s usage
-        command_parser.set_defaults(command_parser=command_parser)
+    own_usage(sub)
 
 
 def _cache_list(args, out, err) -> int:

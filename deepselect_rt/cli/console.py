@@ -39,3 +39,10 @@ def variant_column():
 def split_values(values) -> list[str]:
     """The comma-separated items of a repeatable option ("--k 8,16 --k 32" -> ["8", "16", "32"])."""
     return [part.strip() for value in values or () for part in value.split(",") if part.strip()]
+
+
+def own_usage(subparsers) -> None:
+    """Each command parser under ``subparsers`` records itself as ``command_parser``, so that
+    ``main`` reports a bad option with that command's usage (a nested one's defaults win)."""
+    for command_parser in subparsers.choices.values():
+        command_parser.set_defaults(command_parser=command_parser)

@@ -6,17 +6,22 @@ write those two functions in your own module and list ``"module:register"`` in `
 heavy imports belong inside the handler so that ``--help`` stays fast.
 
 Exit codes: 0 success, 1 the work failed (a compile error, a bad cache entry, no GPU or NVRTC),
-2 bad usage (an unknown arch, dtype or size), 130 interrupted (Ctrl-C).
+2 bad usage (an unknown arch, dtype or size), 130 interrupted (Ctrl-C; the command itself then
+ends by SIGINT, see ``run``).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import signal
 import sys
 import warnings
 
-from .console import console
+from .console import console, own_usage
+
+INTERRUPTED = 130  # a shell's code for a command ended by SIGINT
 
 COMMANDS = (
     "deepselect_rt.cli.info:register",
@@ -39,8 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     for spec in COMMANDS:
         module_name, function = spec.split(":")
         getattr(importlib.import_module(module_name), function)(subparsers)
-    for command_parser in subparsers.choices.values():  # a bad option is reported with its command's usage
-        command_parser.set_defaults(command_parser=command_parser)
+    own_usage(subparsers)
     return parser
 
 
@@ -71,8 +75,18 @@ def main(argv=None) -> int:
         return 1
     except KeyboardInterrupt:
         err.print("interrupted")
-        return 130  # a shell's code for a command ended by SIGINT
+        return INTERRUPTED
+
+
+def run() -> None:
+    """The ``deepselect-rt`` command: ``main``'s exit code, except that after Ctrl-C the process
+    ends by SIGINT, as a shell expects of an interrupted command (a loop over commands stops)."""
+    code = main()
+    if code == INTERRUPTED:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+    sys.exit(code)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

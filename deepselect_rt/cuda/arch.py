@@ -249,6 +249,8 @@ def arch_override() -> str | None:
     text = env.arch_override()
     if text is None:
         return None
+    if text.lower() == "native":  # the GPU's own arch is what an unset variable means
+        raise ValueError(f"{env.ENV_ARCH}={text!r}: unset it to run each GPU's own arch, or name one of {_ACCEPTED}")
     try:
         return normalise_arch(text)
     except ValueError as exc:

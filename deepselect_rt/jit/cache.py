@@ -24,6 +24,8 @@ import contextlib
 import hashlib
 import json
 import os
+import re
+import shutil
 import tempfile
 import threading
 import time
@@ -39,6 +41,7 @@ from .key import cache_key
 _process_lock = threading.Lock()  # guards the two process-wide values below
 _compiles = 0
 _warned: set = set()  # kinds of warning already given in this process
+_KEY = re.compile(r"[0-9a-f]{64}")  # a cache key (key.cache_key: a sha256 in hex), an entry's file name
 # The start of the warning given when the compile lock folder cannot be made.
 LOCKLESS_WARNING = "deepselect-rt: cannot make the compile lock folder"
 
@@ -220,13 +223,18 @@ def _unlink(path: Path) -> int:
         return 0
 
 
+def _entry_files(base: Path, suffix: str) -> list[Path]:
+    """The files ``<arch>/<key[:2]>/<key><suffix>`` under ``base``, ``key`` a cache key."""
+    return [p for p in base.glob(f"*/*/*{suffix}") if _KEY.fullmatch(p.stem) and p.parent.name == p.stem[:2]]
+
+
 def _scan_schema(base: Path) -> tuple[list[Path], list[Path], list[Path]]:
     """(metadata paths, orphan cubins, temp files) of the schema folder ``base`` (``v1``):
     entries are ``<arch>/<key[:2]>/<key>.{json,cubin}``; any other file is not the cache's."""
     if not base.is_dir():
         return [], [], []
-    metas = sorted(base.glob("*/*/*.json"))
-    cubins = {p.with_suffix(".json") for p in base.glob("*/*/*.cubin")}
+    metas = sorted(_entry_files(base, ".json"))
+    cubins = {p.with_suffix(".json") for p in _entry_files(base, ".cubin")}
     orphans = sorted(p.with_suffix(".cubin") for p in cubins - set(metas))
     temps = sorted(base.glob("**/.*.tmp"))
     return metas, orphans, temps
@@ -341,9 +349,9 @@ class KernelCache:
                 return self._writable is not None
         path = self.root / f"v{env.CACHE_SCHEMA}"
         try:
-            while not path.exists() and path != path.parent:
+            while not os.path.lexists(path) and path != path.parent:
                 path = path.parent
-            return path.is_dir() and os.access(path, os.W_OK | os.X_OK)
+            return path.is_dir() and os.access(path, os.W_OK | os.X_OK)  # False for a dangling link
         except OSError:
             return False
 
@@ -387,8 +395,9 @@ class KernelCache:
         hit = self._memory_hit(key)
         if hit is not None:
             return hit
-        # An unwritable user root is still read: it may hold kernels from an earlier run.
-        writable = self.writable_root() is not None
+        # An unwritable user root is still read: it may hold kernels from an earlier run. Not
+        # writable_root(), which makes the root: a lookup (info's) must not write.
+        writable = self._can_write()
         for root, _ in [*self._read_only, (self.root, "user")]:
             found = self._load(root, arch, key, touch=writable and root == self.root)
             if found is not None:
@@ -615,24 +624,26 @@ class KernelCache:
         return Removal(removed, freed, max(total, 0))
 
     def clear(self) -> Removal:
-        """Delete every entry (all schema versions) and temp file of the writable root, and this
-        cache's memory; files of other kinds there stay. Read-only layers are never touched."""
+        """Delete every entry and temp file of the writable root's schema folder, the folders of
+        older schemas whole, and this cache's memory; other files in the schema folder stay.
+        Read-only layers are never touched."""
         with self._lock:
             self._memory.clear()
         layer = self._writable_layer()
         if layer is None:
             return Removal(0, 0, 0)
-        entries = freed = 0
-        for vdir in layer.path.glob("v[0-9]*"):
-            metas, orphans, temps = _scan_schema(vdir)
-            # Metadata first: a reader then misses cleanly instead of finding a cubin-less entry.
-            freed += sum(_unlink(m) + _unlink(m.with_suffix(".cubin")) for m in metas)
-            freed += sum(_unlink(p) for p in orphans + temps)
-            entries += len(metas)
-            _remove_empty_folders(vdir)
-            if vdir.name != f"v{env.CACHE_SCHEMA}":
-                with contextlib.suppress(OSError):
-                    vdir.rmdir()  # an older schema's folder, empty now
+        current = layer.path / f"v{env.CACHE_SCHEMA}"
+        metas, orphans, temps = _scan_schema(current)
+        # Metadata first: a reader then misses cleanly instead of finding a cubin-less entry.
+        freed = sum(_unlink(m) + _unlink(m.with_suffix(".cubin")) for m in metas)
+        freed += sum(_unlink(p) for p in orphans + temps)
+        entries = len(metas)
+        _remove_empty_folders(current)
+        for old in layer.path.glob("v[0-9]*"):  # older schemas' folders: all theirs, whole
+            if old != current and old.is_dir() and old.name[1:].isdigit():
+                entries += sum(1 for _ in old.rglob("*.json"))
+                freed += sum(p.stat().st_size for p in old.rglob("*") if p.is_file())
+                shutil.rmtree(old, ignore_errors=True)
         return Removal(entries, freed, 0)
 
 

@@ -14,7 +14,6 @@ import contextlib
 import multiprocessing
 import os
 import signal
-import threading
 import warnings
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
@@ -74,35 +73,57 @@ def _run_task(task: Task, into: Path | None) -> Outcome:
     return Outcome(task, resolved.origin, resolved.seconds, len(resolved.cubin))
 
 
-def _worker_init() -> None:
+def _worker_init(sigint_ignored: bool) -> None:
     # Ctrl-C reaches the workers too (one process group): the default action ends one at once,
     # even inside an NVRTC compile, where Python's handler would wait for the compile to end.
-    # What it was writing is a temp file, never a half entry (the cache's atomic writes).
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    # What it was writing is a temp file, never a half entry (the cache's atomic writes). A
+    # parent that ignores SIGINT (a background job) has workers that ignore it too.
+    signal.signal(signal.SIGINT, signal.SIG_IGN if sigint_ignored else signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # blocked by _sigint_blocked
     warnings.filterwarnings("ignore", message=LOCKLESS_WARNING)  # check_target said it once
 
 
 @contextlib.contextmanager
-def _workers_start_deaf():
-    """Workers started inside ignore Ctrl-C (spawn keeps an ignored signal) until _worker_init:
-    one interrupted while Python starts up would print a traceback. The pool starts its
-    workers in ``submit``. Only the main thread may set signal handlers; elsewhere a no-op."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+def _sigint_blocked():
+    """SIGINT held pending in this thread, and in the workers it starts (a signal mask survives
+    spawn's fork and exec) until _worker_init: a worker interrupted while Python starts up
+    would print a traceback. A Ctrl-C meanwhile is delivered on leaving, not lost."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 def _result(future, task: Task) -> Outcome:
     try:
         return future.result()
-    except BrokenProcessPool:  # a worker was killed (Ctrl-C, the OOM killer) or crashed
-        return Outcome(task, "failed", error="its worker process ended before the compile did (killed, "
-                                             "or out of memory)")
+    except BrokenProcessPool:  # a worker was killed (the OOM killer, a signal) or crashed
+        return Outcome(task, "failed", error="the worker pool broke before this task finished (a worker "
+                                             "was killed or ran out of memory)")
+
+
+def _run_pool(tasks: list[Task], jobs: int, into: Path | None, finish) -> None:
+    """``tasks`` over ``jobs`` spawned worker processes, each Outcome to ``finish`` as it comes.
+    On KeyboardInterrupt the workers are terminated (compiles in flight would otherwise run to
+    their end, and the queued tasks after them), then it is raised again."""
+    # spawn, not fork: a forked child would inherit locks and NVRTC state mid-use.
+    context = multiprocessing.get_context("spawn")
+    ignored = signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=_worker_init,
+                             initargs=(ignored,)) as pool:
+        others = set(multiprocessing.active_children())
+        try:
+            with _sigint_blocked():  # the pool starts its workers in submit
+                futures = {pool.submit(_run_task, task, into): task for task in tasks}
+            for future in as_completed(futures):
+                finish(_result(future, futures[future]))
+        except KeyboardInterrupt:
+            # A pool with a dead worker runs nothing more: its queued tasks fail, none start.
+            # (Cancelling them here would race the pool's own thread failing them.)
+            for worker in set(multiprocessing.active_children()) - others:
+                worker.terminate()
+            raise
 
 
 def check_target(into: Path | None) -> Path:
@@ -145,17 +166,7 @@ def run(tasks: list[Task], *, jobs: int | None = None, into: Path | None = None,
         for task in tasks:
             finish(_run_task(task, into))
     else:
-        # spawn, not fork: a forked child would inherit locks and NVRTC state mid-use.
-        context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=_worker_init) as pool:
-            with _workers_start_deaf():
-                futures = {pool.submit(_run_task, task, into): task for task in tasks}
-            try:
-                for future in as_completed(futures):
-                    finish(_result(future, futures[future]))
-            except KeyboardInterrupt:
-                pool.shutdown(wait=False, cancel_futures=True)  # start no more compiles
-                raise
+        _run_pool(tasks, jobs, into, finish)
     return [outcomes[t] for t in tasks]
 
 
