@@ -396,12 +396,13 @@ def _start_warmup(root: Path) -> subprocess.Popen:
     """`warmup --jobs 2` of sm_90a's kernels into ``root``, in its own process group, once its
     first entry is written (both workers past their start)."""
     full = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
-    # SIGINT's default disposition: a runner that started these tests in the background has it
-    # ignored, which the command would inherit and honour.
-    proc = subprocess.Popen([sys.executable, "-m", "deepselect_rt.cli", "warmup", "--arch", "sm_90a", "--jobs", "2",
+    # Python's own SIGINT handler first: a runner that started these tests in the background has
+    # SIGINT ignored, which the command would inherit and honour.
+    launch = ("import runpy, signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+              "runpy.run_module('deepselect_rt.cli', run_name='__main__')")
+    proc = subprocess.Popen([sys.executable, "-c", launch, "warmup", "--arch", "sm_90a", "--jobs", "2",
                              "--into", str(root)], env=full, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                            text=True, start_new_session=True)
     for _ in range(3000):
         if proc.poll() is not None or any(root.rglob("*.cubin")):
             break
