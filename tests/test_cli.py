@@ -394,7 +394,7 @@ def test_warmup_without_a_lock_folder_warns_once(tmp_path):
 
 def _start_warmup(root: Path) -> subprocess.Popen:
     """`warmup --jobs 2` of sm_90a's kernels into ``root``, in its own process group, once its
-    first entry is written (both workers past their start)."""
+    first entry is written (its workers started)."""
     full = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
     # Python's own SIGINT handler first: a runner that started these tests in the background has
     # SIGINT ignored, which the command would inherit and honour.
@@ -435,6 +435,24 @@ def test_a_killed_worker_fails_its_tasks_without_a_traceback(tmp_path):
     err = _finish(proc)
     assert proc.returncode == 1 and "Traceback" not in err, err
     assert "the worker pool broke before this task finished" in err
+
+
+def test_workers_end_with_a_killed_warmup(tmp_path):
+    """SIGTERM to the command alone (`kill`, `docker stop`): its workers stop compiling and end
+    too, instead of waiting forever on a queue no one reads."""
+    proc = _start_warmup(tmp_path / "c")
+    proc.terminate()
+    _finish(proc)
+    for _ in range(600):
+        try:
+            os.killpg(proc.pid, 0)  # the group's processes: the workers, the resource tracker
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        os.killpg(proc.pid, signal.SIGKILL)
+        pytest.fail("processes of the killed warmup were still running a minute later")
+    assert proc.returncode == -signal.SIGTERM
 
 
 @pytest.mark.parametrize("to", ["group", "command"])

@@ -6,8 +6,8 @@ write those two functions in your own module and list ``"module:register"`` in `
 heavy imports belong inside the handler so that ``--help`` stays fast.
 
 Exit codes: 0 success, 1 the work failed (a compile error, a bad cache entry, no GPU or NVRTC),
-2 bad usage (an unknown arch, dtype or size), 130 interrupted (Ctrl-C; the command itself then
-ends by SIGINT, see ``run``).
+2 bad usage (an unknown arch, dtype or size). Ctrl-C: ``main`` raises KeyboardInterrupt, and
+the command (``run``) ends by SIGINT, which a shell shows as 130.
 """
 
 from __future__ import annotations
@@ -73,18 +73,20 @@ def main(argv=None) -> int:
     except (BackendUnavailableError, CompileError, OSError) as exc:
         err.print(f"[red]error[/]: {escape(str(exc))}", highlight=False)
         return 1
-    except KeyboardInterrupt:
-        err.print("interrupted")
-        return INTERRUPTED
 
 
 def run() -> None:
-    """The ``deepselect-rt`` command: ``main``'s exit code, except that after Ctrl-C the process
-    ends by SIGINT, as a shell expects of an interrupted command (a loop over commands stops)."""
-    code = main()
-    if code == INTERRUPTED:
+    """The ``deepselect-rt`` command: ``main``'s exit code. After Ctrl-C (a KeyboardInterrupt
+    from anywhere, the imports included) one line, "interrupted", and the process ends by
+    SIGINT, as a shell expects of an interrupted command (a loop over commands stops)."""
+    try:
+        code = main()
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        sys.stderr.flush()
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGINT)
+        code = INTERRUPTED  # reached only where SIGINT is blocked
     sys.exit(code)
 
 

@@ -25,7 +25,6 @@ import hashlib
 import json
 import os
 import re
-import shutil
 import tempfile
 import threading
 import time
@@ -624,26 +623,23 @@ class KernelCache:
         return Removal(removed, freed, max(total, 0))
 
     def clear(self) -> Removal:
-        """Delete every entry and temp file of the writable root's schema folder, the folders of
-        older schemas whole, and this cache's memory; other files in the schema folder stay.
-        Read-only layers are never touched."""
+        """Delete every entry and temp file of the writable root (``v<N>`` folders up to this
+        layout's) and this cache's memory; any other file stays. Read-only layers are never
+        touched."""
         with self._lock:
             self._memory.clear()
         layer = self._writable_layer()
         if layer is None:
             return Removal(0, 0, 0)
-        current = layer.path / f"v{env.CACHE_SCHEMA}"
-        metas, orphans, temps = _scan_schema(current)
-        # Metadata first: a reader then misses cleanly instead of finding a cubin-less entry.
-        freed = sum(_unlink(m) + _unlink(m.with_suffix(".cubin")) for m in metas)
-        freed += sum(_unlink(p) for p in orphans + temps)
-        entries = len(metas)
-        _remove_empty_folders(current)
-        for old in layer.path.glob("v[0-9]*"):  # older schemas' folders: all theirs, whole
-            if old != current and old.is_dir() and old.name[1:].isdigit():
-                entries += sum(1 for _ in old.rglob("*.json"))
-                freed += sum(p.stat().st_size for p in old.rglob("*") if p.is_file())
-                shutil.rmtree(old, ignore_errors=True)
+        entries = freed = 0
+        for schema in range(1, env.CACHE_SCHEMA + 1):  # this layout's folder and older ones'
+            folder = layer.path / f"v{schema}"
+            metas, orphans, temps = _scan_schema(folder)
+            # Metadata first: a reader then misses cleanly instead of finding a cubin-less entry.
+            freed += sum(_unlink(m) + _unlink(m.with_suffix(".cubin")) for m in metas)
+            freed += sum(_unlink(p) for p in orphans + temps)
+            entries += len(metas)
+            _remove_empty_folders(folder)
         return Removal(entries, freed, 0)
 
 

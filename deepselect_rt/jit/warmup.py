@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import multiprocessing.connection
 import os
 import signal
+import threading
 import warnings
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
@@ -79,20 +81,43 @@ def _worker_init(sigint_ignored: bool) -> None:
     # What it was writing is a temp file, never a half entry (the cache's atomic writes). A
     # parent that ignores SIGINT (a background job) has workers that ignore it too.
     signal.signal(signal.SIGINT, signal.SIG_IGN if sigint_ignored else signal.SIG_DFL)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # blocked by _sigint_blocked
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # blocked by _sigint_deferred
     warnings.filterwarnings("ignore", message=LOCKLESS_WARNING)  # check_target said it once
+    # A parent killed outright (SIGTERM, SIGKILL) never shuts the pool down: end with it rather
+    # than compile on, then wait forever on a queue no one reads.
+    parent = multiprocessing.parent_process()
+    if parent is not None:
+        threading.Thread(target=_exit_with, args=(parent.sentinel,), daemon=True).start()
+
+
+def _exit_with(sentinel) -> None:
+    multiprocessing.connection.wait([sentinel])
+    os._exit(1)
 
 
 @contextlib.contextmanager
-def _sigint_blocked():
-    """SIGINT held pending in this thread, and in the workers it starts (a signal mask survives
-    spawn's fork and exec) until _worker_init: a worker interrupted while Python starts up
-    would print a traceback. A Ctrl-C meanwhile is delivered on leaving, not lost."""
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+def _sigint_deferred():
+    """SIGINT held back while the pool starts its workers (in ``submit``), then delivered: the
+    workers start with it blocked (a signal mask survives spawn's fork and exec) until
+    _worker_init, since one interrupted while Python starts up prints a traceback; in the main
+    thread a Ctrl-C meanwhile (which another thread may take) is recorded and raised on leaving,
+    not midway through starting a worker."""
+    pending = []
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.getsignal(signal.SIGINT) if main else None
+    swap = previous is signal.default_int_handler
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, set())
     try:
+        if swap:
+            signal.signal(signal.SIGINT, lambda *_: pending.append(True))
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        if swap:
+            signal.signal(signal.SIGINT, previous)
+    if pending:
+        raise KeyboardInterrupt
 
 
 def _result(future, task: Task) -> Outcome:
@@ -114,7 +139,7 @@ def _run_pool(tasks: list[Task], jobs: int, into: Path | None, finish) -> None:
                              initargs=(ignored,)) as pool:
         others = set(multiprocessing.active_children())
         try:
-            with _sigint_blocked():  # the pool starts its workers in submit
+            with _sigint_deferred():
                 futures = {pool.submit(_run_task, task, into): task for task in tasks}
             for future in as_completed(futures):
                 finish(_result(future, futures[future]))
