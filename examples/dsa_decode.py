@@ -28,6 +28,8 @@ import torch
 
 import deepselect_rt
 
+from arguments import positive_int  # examples/arguments.py, beside this script
+
 
 def build_cache(lengths, page_size, dim, idx_dim, generator, device):
     """A shuffled page pool holding every request's keys, values and indexer keys, and the block
@@ -136,14 +138,6 @@ def decode_step(args) -> float:
                                                 return_value=False, page_table=table, page_size=args.page_size)
     assert torch.equal(ragged_slots, slot_idx)
     return err
-
-
-def positive_int(text: str) -> int:
-    """An argparse type: an integer of at least 1, so 0 or less is a usage error, not a traceback."""
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
 
 
 def main(argv=None) -> None:

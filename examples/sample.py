@@ -22,6 +22,8 @@ import torch
 
 import deepselect_rt
 
+from arguments import positive_int  # examples/arguments.py, beside this script
+
 
 def sample(logits, k, temperature, top_p, generator, max_k):
     """One token a row. ``k``: (batch,) int32, 1 <= k_i <= max_k; ``temperature``: (batch,),
@@ -57,14 +59,6 @@ def check(logits, k, temperature, top_p, tokens, ids, values) -> None:
             p = torch.softmax(row[order] / temperature[b].cpu(), dim=0)
             rank = order.index(token)
             assert (torch.cumsum(p, 0) - p)[rank] < top_p[b].cpu(), f"request {b}: token outside the top-p"
-
-
-def positive_int(text: str) -> int:
-    """An argparse type: an integer of at least 1, so 0 or less is a usage error, not a traceback."""
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
 
 
 def main(argv=None) -> None:

@@ -15,7 +15,6 @@ of the whole rows, the same sampling; the top-k must agree bit for bit and the t
 from __future__ import annotations
 
 import argparse
-import math
 import os
 
 import torch
@@ -23,6 +22,8 @@ import torch.distributed as dist
 
 import deepselect_rt
 from deepselect_rt import distributed
+
+from arguments import positive_float, positive_int  # examples/arguments.py, beside this script
 
 
 def vocab_bounds(vocab: int, world: int) -> list[int]:
@@ -54,22 +55,6 @@ def gathered_logits(local: torch.Tensor, bounds: list[int]) -> torch.Tensor:
 def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
     bits = {2: torch.int16, 4: torch.int32, 8: torch.int64}[a.element_size()]
     return a.dtype == b.dtype and a.shape == b.shape and torch.equal(a.view(bits), b.view(bits))
-
-
-def positive_int(text: str) -> int:
-    """An argparse type: an integer of at least 1, so 0 or less is a usage error, not a traceback."""
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
-
-
-def positive_float(text: str) -> float:
-    """An argparse type: a finite number above 0 (a temperature divides the logits)."""
-    value = float(text)
-    if not 0 < value < math.inf:
-        raise argparse.ArgumentTypeError(f"expected a positive finite number, got {text}")
-    return value
 
 
 def main() -> None:
