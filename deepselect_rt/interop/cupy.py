@@ -29,12 +29,14 @@ class _StreamHandle:
         return 0, self.handle
 
 
+# CuPy >= 14 wraps a foreign stream with Stream.from_external and deprecates ExternalStream.
+_FROM_EXTERNAL = getattr(cupy.cuda.Stream, "from_external", None)
+
+
 def _stream(handle: int, device_id: int):
-    """A CuPy stream object for the CUDA stream ``handle`` on ``device_id``, the current device.
-    ``Stream.from_external`` where CuPy has it (>= 14, which deprecates ``ExternalStream``)."""
-    from_external = getattr(cupy.cuda.Stream, "from_external", None)
-    if from_external is not None:
-        return from_external(_StreamHandle(handle))
+    """A CuPy stream object for the CUDA stream ``handle`` on ``device_id``, the current device."""
+    if _FROM_EXTERNAL is not None:
+        return _FROM_EXTERNAL(_StreamHandle(handle))
     return cupy.cuda.ExternalStream(handle, device_id)
 
 
